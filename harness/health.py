@@ -1,0 +1,71 @@
+"""Worker health: one probe per poll, the state timeline, and the 'no health source' signature."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import requests
+
+PROBE_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class HealthSample:
+    state: str  # down | notready | ready | error
+    status: int | None
+    body: str
+
+    @property
+    def no_health_source(self) -> bool:
+        """Every registered endpoint is ready, yet the worker says notready: nothing feeds it."""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return False
+        endpoints = data.get("endpoints") if isinstance(data, dict) else None
+        return (
+            self.status == 503
+            and data.get("status") == "notready"
+            and isinstance(endpoints, dict)
+            and bool(endpoints)
+            and all(v == "ready" for v in endpoints.values())
+        )
+
+
+def probe(url: str, session: requests.Session | None = None) -> HealthSample:
+    http = session or requests
+    try:
+        resp = http.get(url, timeout=PROBE_TIMEOUT_S)
+    except requests.ConnectionError:
+        return HealthSample("down", None, "")
+    except requests.RequestException as exc:
+        return HealthSample("error", None, str(exc))
+    state = "ready" if resp.status_code == 200 else "notready"
+    return HealthSample(state, resp.status_code, resp.text[:500])
+
+
+@dataclass
+class HealthTimeline:
+    """State changes per role, seconds since the topology started."""
+
+    start: float = field(default_factory=time.monotonic)
+    events: list[dict[str, object]] = field(default_factory=list)
+    current: dict[str, str] = field(default_factory=dict)
+
+    def record(self, role: str, state: str) -> None:
+        if self.current.get(role) != state:
+            self.current[role] = state
+            self.events.append(
+                {"role": role, "t": round(time.monotonic() - self.start, 3), "state": state}
+            )
+
+    def since_state(self, role: str, state: str) -> float | None:
+        """Seconds the role has been in `state` continuously, or None if it is not in it."""
+        if self.current.get(role) != state:
+            return None
+        for ev in reversed(self.events):
+            if ev["role"] == role:
+                return time.monotonic() - self.start - float(ev["t"])  # type: ignore[arg-type]
+        return None

@@ -1,0 +1,112 @@
+"""A machine-wide JSON file of leases, each owned by a process; dead owners' leases vanish on read.
+
+Shared by the port and GPU registries: every read-modify-write happens under one `FileLock`, and
+a lease whose owner (pid + create time) is no longer running is dropped at that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Generic, TypeVar
+
+import psutil
+from filelock import FileLock
+from pydantic import BaseModel, TypeAdapter
+
+LOCK_TIMEOUT_S = 60.0
+LOCK_POLL_S = 0.002
+
+
+class OwnedLease(BaseModel):
+    """Fields every lease record has: an id shared by one lease's records, and its owner."""
+
+    lease_id: str
+    owner_pid: int
+    owner_create_time: float
+    tag: str = ""
+
+    def owner_is_alive(self) -> bool:
+        """True while the owning process (same pid and create time) runs and is not a zombie."""
+        try:
+            owner = psutil.Process(self.owner_pid)
+            return (
+                owner.create_time() == self.owner_create_time
+                and owner.status() != psutil.STATUS_ZOMBIE
+            )
+        except psutil.NoSuchProcess:
+            return False
+
+
+LeaseT = TypeVar("LeaseT", bound=OwnedLease)
+
+
+def owner_create_time(pid: int) -> float:
+    """Create time of the process that will own a lease; the error says which pid is missing."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess as exc:
+        raise ValueError(f"lease owner pid {pid} is not running") from exc
+
+
+class LeaseFile(Generic[LeaseT]):
+    """JSON list of `record_type` records at `path`, guarded by `<path>.lock`."""
+
+    def __init__(self, path: Path, record_type: type[LeaseT]) -> None:
+        self.path = path
+        self._records = TypeAdapter(list[record_type])  # type: ignore[valid-type]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(
+            f"{path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_S, thread_local=False
+        )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[list[LeaseT]]:
+        """Yield the live records under the lock; whatever the list holds on exit is written."""
+        with self._lock:
+            alive: dict[tuple[int, float], bool] = {}
+            records = []
+            for record in self._read():
+                owner = (record.owner_pid, record.owner_create_time)
+                if owner not in alive:
+                    alive[owner] = record.owner_is_alive()
+                if alive[owner]:
+                    records.append(record)
+            yield records
+            self._write(records)
+
+    def live_records(self) -> list[LeaseT]:
+        """A snapshot of live records (dead owners' records are dropped from the file too)."""
+        with self.transaction() as records:
+            return list(records)
+
+    def _read(self) -> list[LeaseT]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        if not text.strip():
+            return []
+        try:
+            return self._records.validate_json(text)
+        except ValueError as exc:
+            raise ValueError(
+                f"lease registry {self.path} is unreadable ({exc}); "
+                "if no harness session is running, delete it"
+            ) from exc
+
+    def _write(self, records: list[LeaseT]) -> None:
+        payload = json.dumps([r.model_dump() for r in records], indent=1)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(payload)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise

@@ -1,0 +1,299 @@
+"""Process trees keyed by env markers: spawn in a new session, find marked processes, stop them.
+
+Every process a topology launches inherits the env markers from docs/contracts.md, so a stop can
+catch processes that left the process group (double forks, `setsid`) and a later session can sweep
+what a `kill -9`'d pytest left behind. Nothing here kills by name: only by PID, group or marker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+TOPOLOGY_ID_ENV = "HARNESS_TOPOLOGY_ID"
+SESSION_ID_ENV = "HARNESS_SESSION_ID"
+SESSION_PID_ENV = "HARNESS_SESSION_PID"
+CHECKOUT_ENV = "HARNESS_CHECKOUT"
+
+EnvMarker = tuple[str, str]
+
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """A pid plus its create time, so a reused pid is not mistaken for the original process."""
+
+    pid: int
+    create_time: float
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity:
+        """Identity of the live process `pid` (raises psutil.NoSuchProcess if there is none)."""
+        return cls(pid, psutil.Process(pid).create_time())
+
+    def is_alive(self) -> bool:
+        """True while this very process (same pid, same create time) runs and is not a zombie."""
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A process that was still running after a stop gave up on it."""
+
+    pid: int
+    cmdline: str
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What a stop did: how long it took, whom it signalled, who outlived it (should be empty)."""
+
+    duration_s: float
+    signalled_pids: list[int]
+    survivors: list[Survivor]
+    escalated_to_kill: bool
+
+
+def spawn_in_session(
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | str
+) -> psutil.Popen:
+    """Start `argv` as the leader of a new session and process group.
+
+    `env` is the complete environment (callers merge os.environ and the markers themselves).
+    stdout and stderr append to `log_path`; stdin is /dev/null.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        return psutil.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def marked_processes(key: str, value: str) -> list[psutil.Process]:
+    """Live processes (never this one) whose initial environment has `key=value`.
+
+    Processes we may not read (other users) and zombies (already dead, environ gone) are skipped.
+    """
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        with contextlib.suppress(psutil.AccessDenied, psutil.NoSuchProcess):
+            if proc.environ().get(key) == value:
+                found.append(proc)
+    return found
+
+
+def become_subreaper() -> None:
+    """Make this process adopt orphaned descendants (Linux), so they can be found and reaped.
+
+    Without it, double-forked grandchildren go to PID 1, which in some containers never reaps.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+@dataclass(frozen=True)
+class _RememberedGroup:
+    """A process group id and its leader's create time (None if the leader was already gone)."""
+
+    pgid: int
+    leader_create_time: float | None
+
+
+def _own_groups() -> set[int]:
+    return {os.getpgrp(), 0, 1}
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _is_running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _reap_if_own_zombie(proc: psutil.Process) -> None:
+    """waitpid a zombie that is our child (including adopted orphans when we are a subreaper)."""
+    with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
+        if proc.status() == psutil.STATUS_ZOMBIE and proc.ppid() == os.getpid():
+            os.waitpid(proc.pid, os.WNOHANG)
+
+
+def _wait_gone(procs: Iterable[psutil.Process], deadline: float) -> list[psutil.Process]:
+    """Wait until every process has exited (reaping our own), or the deadline; return the rest."""
+    pending = list(procs)
+    while True:
+        for proc in pending:
+            if isinstance(proc, psutil.Popen):
+                proc.poll()
+            else:
+                _reap_if_own_zombie(proc)
+        pending = [p for p in pending if _is_running(p)]
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        time.sleep(_POLL_S)
+
+
+@dataclass
+class ProcessReaper:
+    """Stops a launched tree: TERM every group seen, wait, KILL groups and marked processes, reap.
+
+    Call `remember_groups()` now and then while the tree runs: a group whose members were
+    reparented (their parent exited) is then still signalled at stop time. A remembered group is
+    only signalled while it is provably the same group (its leader has the remembered create time,
+    or the leader is gone and the id cannot have been reused while members remain).
+    """
+
+    kill_wait_s: float = 5.0
+    _groups: dict[int, _RememberedGroup] = field(default_factory=dict)
+
+    def remember_groups(self, root: psutil.Popen | None, marker: EnvMarker) -> None:
+        """Record the process groups of the root, its descendants and every marked process."""
+        self._remember_groups_of(_tree_and_marked(root, marker))
+
+    def stop(self, root: psutil.Popen | None, marker: EnvMarker, grace_s: float) -> StopReport:
+        """Stop the tree under `root` plus everything carrying `marker`; verify and report."""
+        report = self._stop(lambda: _tree_and_marked(root, marker), grace_s)
+        if root is not None:
+            root.poll()
+        return report
+
+    def stop_processes(self, procs: Sequence[psutil.Process], grace_s: float) -> StopReport:
+        """Stop exactly these processes and their process groups; verify and report."""
+        return self._stop(lambda: [p for p in procs if _is_running(p)], grace_s)
+
+    def _stop(self, find: Callable[[], list[psutil.Process]], grace_s: float) -> StopReport:
+        started = time.monotonic()
+        self._remember_groups_of(find())
+        targets = self._with_group_members(find())
+        signalled = {p.pid for p in targets}
+        self._signal(targets, signal.SIGTERM)
+        pending = _wait_gone(targets, time.monotonic() + grace_s)
+        self._remember_groups_of(find())
+        pending_pids = {p.pid for p in pending}
+        late = [p for p in self._with_group_members(find()) if p.pid not in pending_pids]
+        pending = [p for p in pending + late if _is_running(p)]
+        if pending:
+            signalled.update(p.pid for p in pending)
+            self._signal(pending, signal.SIGKILL)
+        survivors = _wait_gone(pending, time.monotonic() + self.kill_wait_s)
+        return StopReport(
+            duration_s=time.monotonic() - started,
+            signalled_pids=sorted(signalled),
+            survivors=[Survivor(p.pid, _cmdline(p)) for p in survivors],
+            escalated_to_kill=bool(pending),
+        )
+
+    def _remember_groups_of(self, procs: Iterable[psutil.Process]) -> None:
+        for proc in procs:
+            with contextlib.suppress(psutil.Error, OSError):
+                pgid = os.getpgid(proc.pid)
+                if pgid not in _own_groups() and pgid not in self._groups:
+                    self._groups[pgid] = _RememberedGroup(pgid, _create_time_or_none(pgid))
+
+    def _live_groups(self) -> set[int]:
+        """Remembered groups that are still the same group (not a reused id)."""
+        return {
+            g.pgid
+            for g in self._groups.values()
+            if _create_time_or_none(g.pgid) in (None, g.leader_create_time)
+        }
+
+    def _with_group_members(self, tracked: list[psutil.Process]) -> list[psutil.Process]:
+        groups = self._live_groups()
+        by_pid = {p.pid: p for p in tracked}
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.pid not in by_pid and os.getpgid(proc.pid) in groups:
+                    by_pid[proc.pid] = proc
+        return [p for p in by_pid.values() if _is_running(p)]
+
+    def _signal(self, procs: list[psutil.Process], signum: signal.Signals) -> None:
+        for pgid in self._live_groups():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signum)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signum)
+
+
+def _create_time_or_none(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _tree_and_marked(root: psutil.Popen | None, marker: EnvMarker) -> list[psutil.Process]:
+    tracked: list[psutil.Process] = []
+    if root is not None and _is_running(root):
+        tracked.append(root)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tracked.extend(root.children(recursive=True))
+    tracked.extend(marked_processes(*marker))
+    return [p for p in tracked if _is_running(p)]
+
+
+def _session_is_gone(proc: psutil.Process, session_pid: int) -> bool:
+    """True if the session owner died; a live pid created after `proc` is a reused pid."""
+    try:
+        owner = psutil.Process(session_pid)
+        return owner.status() == psutil.STATUS_ZOMBIE or owner.create_time() > proc.create_time()
+    except psutil.NoSuchProcess:
+        return True
+
+
+def sweep_stale(checkout: str, grace_s: float = 2.0) -> list[str]:
+    """Stop processes of `checkout` whose owning session (HARNESS_SESSION_PID) is gone.
+
+    For the "pytest was kill -9'd" case: the next session calls this first. Processes of live
+    sessions and of other checkouts are left alone. Returns one description per process stopped.
+    """
+    stale: list[tuple[psutil.Process, dict[str, str]]] = []
+    for proc in marked_processes(CHECKOUT_ENV, checkout):
+        with contextlib.suppress(psutil.Error, ValueError):
+            environ = proc.environ()
+            if _session_is_gone(proc, int(environ.get(SESSION_PID_ENV, "0"))):
+                stale.append((proc, environ))
+    descriptions = [
+        f"pid {proc.pid} ({_cmdline(proc)}) of dead session pid "
+        f"{environ.get(SESSION_PID_ENV, '?')}, topology {environ.get(TOPOLOGY_ID_ENV, '?')}"
+        for proc, environ in stale
+    ]
+    ProcessReaper().stop_processes([proc for proc, _ in stale], grace_s)
+    return descriptions
+
+
+def register_atexit_sweep(marker: EnvMarker, grace_s: float = 5.0) -> None:
+    """At interpreter exit, stop whatever still carries `marker` (and its process groups)."""
+    atexit.register(ProcessReaper().stop, None, marker, grace_s)

@@ -1,0 +1,178 @@
+"""Profile schema: one topology for one model family, with its cases, loaded from YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MediaKind = Literal["image_url", "image_b64", "video_url", "video_b64"]
+Tier = Literal["cpu", "gpu"]
+CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
+TOPOLOGY_ORDER = ("agg", "agg_video", "e_pd", "epd", "epd_video", "p_d")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleSpec(Strict):
+    """A process the launcher starts. Workers name the env var that carries their health port."""
+
+    name: str
+    kind: Literal["frontend", "worker", "aux"]
+    health_port: str | None = None
+    discovery_component: str | None = None
+
+    @model_validator(mode="after")
+    def _worker_has_health_port(self) -> RoleSpec:
+        if self.kind == "worker" and not self.health_port:
+            raise ValueError(f"worker role '{self.name}' needs health_port (the env var name)")
+        return self
+
+
+class GpuExpect(Strict):
+    status: int = 200
+    all_of: list[str] = []
+    any_of: list[str] = []
+
+
+class CpuExpect(Strict):
+    status: int = 200
+    prompt_tokens: bool = True
+    same_as: str | None = None
+    error_contains: str | None = None
+
+
+class RequestSpec(Strict):
+    prompt: str
+    media: list[MediaKind] = []
+    max_tokens: int = 100
+    gpu: GpuExpect = GpuExpect()
+    cpu: CpuExpect = CpuExpect()
+
+
+class CaseSpec(RequestSpec):
+    suffix: str = ""
+    launcher_args: list[str] = []
+    marks: list[str] = []
+    follow_ups: list[RequestSpec] = []
+    cpu_skip: str | None = None
+    gpu_skip: str | None = None
+
+
+class ModelSpec(Strict):
+    short_name: str
+    gpu: str
+    cpu: Literal["qwen3_vl", "llava"] | None = None
+
+
+class Budget(Strict):
+    total_s: float = Field(gt=0)
+    register_s: float = Field(gt=0)
+    no_health_source_grace_s: float = Field(default=8.0, gt=0)
+    request_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _register_within_total(self) -> Budget:
+        if self.register_s > self.total_s:
+            raise ValueError(f"register_s {self.register_s} exceeds total_s {self.total_s}")
+        return self
+
+
+class TierSpec(Strict):
+    launcher_args: list[str] = []
+    env: dict[str, str] = {}
+    budget: Budget
+    gpus: int = 0
+    vram_gib: float = 0.0
+
+
+class Profile(Strict):
+    name: str
+    topology: str
+    stack: Literal["dynamo-vllm", "dynamo-sglang"]
+    launcher: str
+    id_prefix: str = "mm"
+    model: ModelSpec
+    roles: list[RoleSpec]
+    side_ports: list[str] = []
+    marks: list[str]
+    env: dict[str, str] = {}
+    gpu: TierSpec
+    cpu: TierSpec | None = None
+    cpu_skip: str | None = None
+    cases: list[CaseSpec] = Field(min_length=1)
+    source: str = ""
+
+    @field_validator("marks")
+    @classmethod
+    def _cadence(cls, marks: list[str]) -> list[str]:
+        if not any(m in CADENCE_MARKS for m in marks):
+            raise ValueError(f"needs one cadence mark of {CADENCE_MARKS}")
+        return marks
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        names = [r.name for r in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"role names repeat: {names}")
+        if [r.kind for r in self.roles].count("frontend") != 1:
+            raise ValueError("needs exactly one role of kind frontend")
+        ids = [self.test_id(c) for c in self.cases]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"case ids repeat: {ids}")
+        if self.cpu is None and self.cpu_skip is None:
+            raise ValueError("a profile without a cpu tier must say why in cpu_skip")
+        if self.cpu is not None and self.model.cpu is None:
+            raise ValueError("cpu tier given but model.cpu (tiny model family) is not")
+        return self
+
+    def test_id(self, case: CaseSpec) -> str:
+        base = f"{self.id_prefix}_{self.topology}_{self.model.short_name}"
+        return f"{base}_{case.suffix}" if case.suffix else base
+
+    def tier(self, tier: Tier) -> TierSpec | None:
+        return self.gpu if tier == "gpu" else self.cpu
+
+    @property
+    def worker_roles(self) -> list[RoleSpec]:
+        return [r for r in self.roles if r.kind == "worker"]
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used; the message names the file and field."""
+
+
+def load_profile(path: Path, root: Path) -> Profile:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+    try:
+        profile = Profile.model_validate({**raw, "source": str(path)})
+    except ValidationError as exc:
+        lines = [
+            f"{path}: {'.'.join(str(p) for p in err['loc']) or '<top>'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise ProfileError("\n".join(lines)) from None
+    if not (root / profile.launcher).is_file():
+        raise ProfileError(f"{path}: launcher: no such file {root / profile.launcher}")
+    return profile
+
+
+def load_profiles(directory: Path, root: Path) -> list[Profile]:
+    profiles = [load_profile(p, root) for p in sorted(directory.rglob("*.yaml"))]
+    seen: dict[str, str] = {}
+    for p in profiles:
+        for case in p.cases:
+            tid = p.test_id(case)
+            if tid in seen:
+                raise ProfileError(f"{p.source}: test id {tid} also defined in {seen[tid]}")
+            seen[tid] = p.source
+    return profiles

@@ -1,0 +1,149 @@
+"""CPU-tier oracle: the `usage.prompt_tokens` vLLM should report, computed with the model's own
+HF processor (chat template -> processor(text, images, videos) -> len(input_ids)).
+
+Video: vLLM decodes and samples frames itself before its HF processor sees them. For
+Qwen3-VL (`Qwen3VLVideoProcessor`) this module mirrors vLLM 0.32's `qwen3_vl` video loader
+(OpenCV decode; `n = int(total / fps * 2)`, clamped to [4, 768] and to `total`; indices
+`linspace(0, total - 1, n).round()`) and hands the processor those frames with their metadata
+(`do_sample_frames=False`), so the frame count and the per-frame timestamp text match exactly.
+For any other video processor vLLM's generic loader samples with different rules (32 frames, no
+fps metadata), which this module does not reproduce: `expected_prompt_tokens` returns None then.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+from PIL import Image
+from transformers import AutoProcessor, ProcessorMixin
+from transformers.video_utils import VideoMetadata
+
+MediaFetcher = Callable[[str], bytes]
+# vLLM 0.32 `Qwen3VLVideoBackend` defaults (vllm/multimodal/video.py).
+QWEN3_VL_FPS, QWEN3_VL_MIN_FRAMES, QWEN3_VL_MAX_FRAMES, UNKNOWN_FPS = 2.0, 4, 768, 24.0
+
+
+@lru_cache(maxsize=8)
+def load_processor(model_dir: str) -> ProcessorMixin:
+    return AutoProcessor.from_pretrained(model_dir)
+
+
+def media_bytes(url: str, media: MediaFetcher | None) -> bytes:
+    """Raw bytes behind a data: (base64), file:// or http(s) URL (the last via `media`)."""
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        if not header.endswith(";base64"):
+            raise ValueError(f"only base64 data URLs are supported, got {header!r}")
+        return base64.b64decode(payload, validate=True)
+    if url.startswith("file://"):
+        return Path(unquote(urlparse(url).path)).read_bytes()
+    if media is None:
+        raise ValueError(f"no media fetcher given for {url!r}")
+    return media(url)
+
+
+def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
+    """Decode and sample as vLLM 0.32's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
+    import cv2
+    import cv2.videoio_registry as registry
+
+    api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
+    stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
+    cap = cv2.VideoCapture(stream, api, [])
+    if not cap.isOpened():
+        raise ValueError("could not open video stream")
+    try:
+        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        fps = cap.get(cv2.CAP_PROP_FPS) or UNKNOWN_FPS
+        num = int(total / fps * QWEN3_VL_FPS)
+        num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
+        wanted = set(np.linspace(0, total - 1, num).round().astype(int).tolist())
+        frames, indices = [], []
+        for idx in range(max(wanted) + 1):
+            if not cap.grab():
+                continue
+            if idx in wanted:
+                ok, frame = cap.retrieve()
+                if ok:
+                    frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+                    indices.append(idx)
+    finally:
+        cap.release()
+    metadata = VideoMetadata(
+        total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices
+    )
+    return np.stack(frames), metadata
+
+
+def split_messages(
+    messages: list[dict[str, Any]], keep_media: bool
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """OpenAI messages -> HF chat messages (`{"type": "image"}` parts, as vLLM renders them),
+    plus the image and video URLs in order of appearance."""
+    converted, images, videos = [], [], []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            converted.append({"role": message["role"], "content": content or ""})
+            continue
+        parts = []
+        for part in content:
+            kind = part["type"]
+            if kind == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            elif kind in ("image_url", "video_url") and keep_media:
+                media_kind = kind.removesuffix("_url")
+                (images if media_kind == "image" else videos).append(part[kind]["url"])
+                parts.append({"type": media_kind})
+            elif kind not in ("image_url", "video_url"):
+                raise ValueError(f"unsupported content part type {kind!r}")
+        converted.append({"role": message["role"], "content": parts})
+    return converted, images, videos
+
+
+def expected_prompt_tokens(
+    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None
+) -> int | None:
+    """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
+
+    `media(url)` returns the bytes behind an http(s) URL; data: and file:// URLs are read here.
+    None: the request has video and the model's video sampling is not mirrored (module doc).
+    Example: expected_prompt_tokens(qwen_dir, [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
+        {"type": "text", "text": "Describe it."}]}]) -> 42
+    """
+    processor = load_processor(str(Path(model_dir)))
+    chat, image_urls, video_urls = split_messages(messages, keep_media=True)
+    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    kwargs: dict[str, Any] = {}
+    if image_urls:
+        kwargs["images"] = [
+            Image.open(io.BytesIO(media_bytes(url, media))).convert("RGB") for url in image_urls
+        ]
+    if video_urls:
+        video_processor = getattr(processor, "video_processor", None)
+        if video_processor is None:
+            raise ValueError(f"{Path(model_dir).name} takes no video (vLLM answers 400)")
+        if type(video_processor).__name__ != "Qwen3VLVideoProcessor":
+            return None
+        decoded = [decode_video_like_vllm(media_bytes(url, media)) for url in video_urls]
+        kwargs["videos"] = [frames for frames, _ in decoded]
+        kwargs["video_metadata"] = [metadata for _, metadata in decoded]
+        kwargs["do_sample_frames"] = False
+    encoded = processor(text=[prompt], add_special_tokens=False, **kwargs)
+    return len(encoded["input_ids"][0])
+
+
+def text_only_prompt_tokens(model_dir: Path, messages: list[dict]) -> int:
+    """Prompt tokens for the same `messages` with every image / video part removed."""
+    processor = load_processor(str(Path(model_dir)))
+    chat, _, _ = split_messages(messages, keep_media=False)
+    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    return len(processor.tokenizer(prompt, add_special_tokens=False)["input_ids"])

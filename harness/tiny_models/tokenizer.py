@@ -1,0 +1,65 @@
+"""A tiny byte-level BPE tokenizer trained on a fixed list of the stdlib's own source files."""
+
+from __future__ import annotations
+
+import hashlib
+import sysconfig
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+VOCAB_SIZE = 1024
+
+# Fixed and ordered: the same files in the same order give the same merges, hence the same bytes.
+CORPUS_FILES = (
+    "textwrap.py",
+    "string.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "shlex.py",
+    "calendar.py",
+)
+
+
+def corpus_paths() -> list[Path]:
+    """The training files, resolved in the running interpreter's stdlib."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    return [stdlib / name for name in CORPUS_FILES]
+
+
+def corpus_digest() -> str:
+    """sha256 over the corpus bytes: part of the cache key (the stdlib differs between Pythons)."""
+    digest = hashlib.sha256()
+    for path in corpus_paths():
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def train_byte_level_bpe(special_tokens: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    """Train a byte-level BPE; `special_tokens` get ids 0..n-1 in the order given."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = [path.read_text(encoding="utf-8") for path in corpus_paths()]
+    tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tokenizer
+
+
+def fast_tokenizer(
+    special_tokens: list[str], roles: dict[str, str], chat_template: str
+) -> PreTrainedTokenizerFast:
+    """Wrap a freshly trained BPE for transformers; `roles` maps e.g. eos_token -> token."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=train_byte_level_bpe(special_tokens),
+        chat_template=chat_template,
+        model_max_length=4096,
+        clean_up_tokenization_spaces=False,
+        **roles,
+    )

