@@ -32,27 +32,6 @@ _POLL_S = 0.02
 
 
 @dataclass(frozen=True)
-class ProcessIdentity:
-    """A pid plus its create time, so a reused pid is not mistaken for the original process."""
-
-    pid: int
-    create_time: float
-
-    @classmethod
-    def of(cls, pid: int) -> ProcessIdentity:
-        """Identity of the live process `pid` (raises psutil.NoSuchProcess if there is none)."""
-        return cls(pid, psutil.Process(pid).create_time())
-
-    def is_alive(self) -> bool:
-        """True while this very process (same pid, same create time) runs and is not a zombie."""
-        try:
-            proc = psutil.Process(self.pid)
-            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-
-@dataclass(frozen=True)
 class Survivor:
     """A process that was still running after a stop gave up on it."""
 
@@ -281,9 +260,10 @@ def sweep_stale(checkout: str, grace_s: float = 2.0) -> list[str]:
     """
     stale: list[tuple[psutil.Process, dict[str, str]]] = []
     for proc in marked_processes(CHECKOUT_ENV, checkout):
-        with contextlib.suppress(psutil.Error, ValueError):
+        with contextlib.suppress(psutil.Error, KeyError, ValueError):
             environ = proc.environ()
-            if _session_is_gone(proc, int(environ.get(SESSION_PID_ENV, "0"))):
+            session_pid = int(environ[SESSION_PID_ENV])  # no owner named: not ours to judge
+            if session_pid > 0 and _session_is_gone(proc, session_pid):
                 stale.append((proc, environ))
     descriptions = [
         f"pid {proc.pid} ({_cmdline(proc)}) of dead session pid "

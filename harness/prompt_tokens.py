@@ -49,6 +49,14 @@ def media_bytes(url: str, media: MediaFetcher | None) -> bytes:
     return media(url)
 
 
+def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
+    """vLLM 0.32 `Qwen3VLVideoBackend.compute_frames_index_to_sample` at its defaults.
+    Example: 10 frames at 10 fps -> int(1 s * 2) = 2, raised to 4 -> [0, 3, 6, 9]."""
+    num = int(total / fps * QWEN3_VL_FPS)
+    num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
+    return np.linspace(0, total - 1, num).round().astype(int).tolist()
+
+
 def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
     """Decode and sample as vLLM 0.32's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
     import cv2
@@ -61,10 +69,15 @@ def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
         raise ValueError("could not open video stream")
     try:
         total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        # vLLM trusts an end-of-stream seek over the header when an mp4 edit list hides frames.
+        if total > 0 and cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):
+            visible = int(cap.get(cv2.CAP_PROP_POS_FRAMES))
+            at_end = not cap.grab()
+            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            if at_end and 0 < visible < total - 1:
+                total = visible
         fps = cap.get(cv2.CAP_PROP_FPS) or UNKNOWN_FPS
-        num = int(total / fps * QWEN3_VL_FPS)
-        num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
-        wanted = set(np.linspace(0, total - 1, num).round().astype(int).tolist())
+        wanted = set(qwen3_vl_frame_indices(total, fps))
         frames, indices = [], []
         for idx in range(max(wanted) + 1):
             if not cap.grab():

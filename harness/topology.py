@@ -247,9 +247,10 @@ class Topology:
         ]
         return self.failure(
             Cause.NEVER_REGISTERED,
-            f"model {self.plan.served_model_name} not served after {self.plan.budget.register_s:.0f}"
-            f" s: roles missing from discovery {missing or '(none known)'}; registered components "
-            f"{sorted(registered)}; waiting for {waiting_for}",
+            f"model {self.plan.served_model_name} not served after "
+            f"{self.plan.budget.register_s:.0f} s: roles missing from discovery "
+            f"{missing or '(none known)'}; registered components {sorted(registered)}; "
+            f"waiting for {waiting_for}",
             detail={"registered": sorted(registered), "missing_roles": missing},
             role=missing[0] if missing else None,
         )

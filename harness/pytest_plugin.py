@@ -1,0 +1,252 @@
+"""pytest plugin: tier choice, profile-driven serve cases, shared topologies, results, evidence."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.baselines import BaselineStore
+from harness.chat_request import MediaURLs, warmup_bodies
+from harness.judge import CaseJudge
+from harness.paths import REPO_ROOT, cache_dir
+from harness.pool import TopologyPool
+from harness.processes import sweep_stale
+from harness.profile import TOPOLOGY_ORDER, load_profiles
+from harness.results import ResultsFile
+from harness.roles import tail
+from harness.secrets import scrub_text
+from harness.serve_case import CaseRecord, ServeCase, run_case
+from harness.tier import detect_tier, visible_gpu_count
+from harness.verdict import TopologyFailure
+
+RECORD = pytest.StashKey[CaseRecord]()
+REQUEST_MARGIN_S = 30.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("serve-harness")
+    group.addoption("--tier", default="auto", choices=["auto", "cpu", "gpu"],
+                    help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
+    group.addoption("--results", default=None, help="append one JSON line per serve case here")
+    group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "vram_gib(n): GPU memory a case needs per GPU")
+    config.harness_tier = detect_tier(config.getoption("--tier"))  # type: ignore[attr-defined]
+    config.harness_gpus = visible_gpu_count()  # type: ignore[attr-defined]
+    config.harness_swept = []  # type: ignore[attr-defined]
+    if not hasattr(config, "workerinput"):
+        config.harness_swept = sweep_stale(str(REPO_ROOT))  # type: ignore[attr-defined]
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [f"serve-harness tier: {config.harness_tier} ({config.harness_gpus} GPU(s) visible)"]  # type: ignore[attr-defined]
+    for swept in config.harness_swept:  # type: ignore[attr-defined]
+        lines.append(f"serve-harness swept a leftover of a dead session: {swept}")
+    return lines
+
+
+def serve_cases(config: pytest.Config) -> list[ServeCase]:
+    tier = config.harness_tier  # type: ignore[attr-defined]
+    profiles = load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
+    return [ServeCase(p, c, tier) for p in profiles for c in p.cases]
+
+
+def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
+    p = sc.profile
+    marks = [getattr(pytest.mark, m) for m in [*p.marks, *sc.case.marks]]
+    marks += [pytest.mark.multimodal, getattr(pytest.mark, p.stack.removeprefix("dynamo-"))]
+    if sc.tier == "gpu":
+        marks += [getattr(pytest.mark, f"gpu_{p.gpu.gpus}"), pytest.mark.vram_gib(p.gpu.vram_gib)]
+    else:
+        marks.append(pytest.mark.cpu)
+    spec = p.tier(sc.tier)
+    if spec is not None:
+        requests_s = spec.budget.request_s * len(sc.requests)
+        marks.append(pytest.mark.timeout(spec.budget.total_s + requests_s + REQUEST_MARGIN_S))
+    if sc.signature:
+        marks.append(pytest.mark.xdist_group(sc.signature))
+    reason = sc.skip_reason(gpus_visible)
+    if reason:
+        marks.append(pytest.mark.skip(reason=reason))
+    return marks
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "serve_case" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    cases = serve_cases(config)
+    gpus = config.harness_gpus  # type: ignore[attr-defined]
+    params = [pytest.param(sc, id=sc.test_id, marks=marks_for(sc, gpus)) for sc in cases]
+    metafunc.parametrize("serve_case", params)
+
+
+def _serve_case(item: pytest.Item) -> ServeCase | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("serve_case") if callspec else None
+
+
+def _order_key(item: pytest.Item) -> tuple[Any, ...]:
+    sc = _serve_case(item)
+    if sc is None:
+        return (0,)
+    topo = sc.profile.topology
+    rank = TOPOLOGY_ORDER.index(topo) if topo in TOPOLOGY_ORDER else len(TOPOLOGY_ORDER)
+    return (1, sc.profile.stack, sc.profile.model.short_name, rank, sc.signature or "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Baseline topologies first (agg before e_pd before epd); one launch per signature."""
+    items.sort(key=_order_key)
+
+
+@pytest.fixture(scope="session")
+def harness_media() -> Iterator[MediaURLs]:
+    from harness.asset_server import AssetServer
+    from harness.media import build_media
+
+    media = build_media(cache_dir() / "media")
+    with AssetServer(media.green_square_png.parent) as server:
+        yield MediaURLs.serve(server, media)
+
+
+@pytest.fixture(scope="session")
+def harness_pool(
+    request: pytest.FixtureRequest, harness_media: MediaURLs
+) -> Iterator[TopologyPool]:
+    kinds: dict[str, set[str]] = {}
+    for item in request.session.items:
+        sc = _serve_case(item)
+        if sc is not None and sc.signature:
+            for req in sc.requests:
+                expect = req.gpu if sc.tier == "gpu" else req.cpu
+                if expect.status == 200:
+                    kinds.setdefault(sc.signature, set()).update(req.media)
+    pool = TopologyPool(
+        request.config.harness_tier,  # type: ignore[attr-defined]
+        lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
+    )
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session")
+def harness_baselines() -> BaselineStore:
+    return BaselineStore()
+
+
+@pytest.fixture
+def serve_run(
+    request: pytest.FixtureRequest,
+    harness_pool: TopologyPool,
+    harness_media: MediaURLs,
+    harness_baselines: BaselineStore,
+) -> Any:
+    record = request.node.stash.setdefault(RECORD, CaseRecord())
+
+    def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
+        return CaseJudge(sc.profile, sc.tier, topo.plan.model, harness_media, harness_baselines)
+
+    def run(sc: ServeCase) -> list[str]:
+        return run_case(sc, harness_pool, harness_media, judge_for, record)
+
+    return run
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Take the topology down after the last case that shares it (teardown errors land here)."""
+    sc = _serve_case(item)
+    if sc is None or "harness_pool" not in getattr(item, "funcargs", {}):
+        return
+    nxt = _serve_case(nextitem) if nextitem is not None else None
+    if nxt is None or nxt.signature != sc.signature:
+        item.funcargs["harness_pool"].close()  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    sc = _serve_case(item)
+    if sc is None:
+        return
+    record = item.stash.get(RECORD, None)
+    failure = call.excinfo.value if call.excinfo else None
+    if isinstance(failure, TopologyFailure) and record is not None:
+        _attach_evidence(report, failure, record)
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _write_result(item, sc, report, failure, record)
+
+
+def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:
+    report.sections.append(("serve-harness verdict", failure.report()))
+    topo = rec.topology
+    if topo is None:
+        return
+    events = "\n".join(json.dumps(e) for e in topo.timeline.events)
+    report.sections.append(("health timeline", events))
+    for role in topo.plan.roles:
+        text = scrub_text(tail(topo.roles.log_path(role.name), 40), topo.plan.env)
+        report.sections.append((f"log {role.name} ({topo.roles.log_path(role.name)})", text))
+
+
+def _write_result(
+    item: pytest.Item,
+    sc: ServeCase,
+    report: pytest.TestReport,
+    failure: BaseException | None,
+    rec: CaseRecord | None,
+) -> None:
+    path = item.config.getoption("--results")
+    if not path:
+        return
+    topo = rec.topology if rec else None
+    outcome = (
+        report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
+    )
+    cause = failure.cause.value if isinstance(failure, TopologyFailure) else None
+    message = failure.message if isinstance(failure, TopologyFailure) else (
+        str(report.longrepr)[-500:] if report.failed or report.skipped else ""
+    )  # fmt: skip
+    if failure is None and report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    spec = sc.profile.tier(sc.tier)
+    ResultsFile(Path(path)).append(
+        {
+            "test_id": sc.test_id,
+            "profile": sc.profile.name,
+            "case": sc.case.suffix or "default",
+            "tier": sc.tier,
+            "stack": sc.profile.stack,
+            "launcher": sc.profile.launcher,
+            "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+            "outcome": outcome,
+            "cause": cause,
+            "message": message,
+            "ready_s": topo.ready_s if topo else None,
+            "reused_topology": bool(rec and rec.reused),
+            "duration_s": round(report.duration, 3),
+            "phases": topo.phase_times if topo else {},
+            "timeline": topo.timeline.events if topo else [],
+            "budget_s": spec.budget.total_s if spec else None,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+    )
