@@ -72,5 +72,9 @@ def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs) -> list[dict]:
 
 
 def fingerprint(request: RequestSpec) -> str:
-    """Same prompt, media and length: same answer expected at temperature 0."""
-    return f"{request.prompt}|{','.join(request.media)}|{request.max_tokens}"
+    """Same prompt, media content and length: same answer expected at temperature 0.
+
+    A URL and a base64 copy of the same file count as the same media: `image_b64` -> `image`.
+    """
+    media = ",".join(kind.split("_")[0] for kind in request.media)
+    return f"{request.prompt}|{media}|{request.max_tokens}"

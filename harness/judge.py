@@ -28,6 +28,7 @@ class CaseJudge:
     model_dir: str
     urls: MediaURLs
     baselines: BaselineStore
+    signature: str
 
     def judge(
         self, request: RequestSpec, body: dict[str, Any], resp: requests.Response
@@ -59,11 +60,13 @@ class CaseJudge:
         return passed
 
     def _cross_topology(self, request: RequestSpec, data: dict[str, Any]) -> list[str]:
-        key = (self.profile.stack, self.profile.model.short_name)
-        self.baselines.record(*key, self.profile.topology, fingerprint(request), content_of(data))
+        stack, model = self.profile.stack, self.profile.model.short_name
+        own = (stack, model, self.profile.topology, fingerprint(request))
+        self.baselines.record(own, self.signature, content_of(data))
         if not request.cpu.same_as:
             return []
-        baseline = self.baselines.get(*key, request.cpu.same_as, fingerprint(request))
+        key = (stack, model, request.cpu.same_as, fingerprint(request))
+        baseline = self.baselines.get(key, other_than=self.signature)
         if baseline is None:
             raise fail(
                 Cause.WRONG_ANSWER,

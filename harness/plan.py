@@ -102,7 +102,8 @@ def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
 
 
 def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
-    """Cases with equal signatures can share one launched topology."""
+    """Cases with equal signatures share one launched topology, across profiles too
+    (e.g. `epd` and `epd_video` run on the same E/P/D launch)."""
     spec = profile.tier(tier)
     assert spec is not None
     key = {
@@ -111,9 +112,11 @@ def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
         "env": {**profile.env, **spec.env},
         "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
         "tier": tier,
+        "roles": [r.model_dump() for r in profile.roles],
+        "side_ports": profile.side_ports,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{profile.name}-{tier}-{digest}"
+    return f"{Path(profile.launcher).stem}-{tier}-{digest}"
 
 
 def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:

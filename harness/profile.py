@@ -84,6 +84,7 @@ class Budget(Strict):
 
 class TierSpec(Strict):
     launcher_args: list[str] = []
+    marks: list[str] = []
     env: dict[str, str] = {}
     budget: Budget
     gpus: int = 0

@@ -68,13 +68,16 @@ def serve_cases(config: pytest.Config) -> list[ServeCase]:
 
 def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
     p = sc.profile
-    marks = [getattr(pytest.mark, m) for m in [*p.marks, *sc.case.marks]]
+    spec = p.tier(sc.tier)
+    tier_marks = spec.marks if spec else []
+    marks = [
+        getattr(pytest.mark, m) for m in dict.fromkeys([*p.marks, *tier_marks, *sc.case.marks])
+    ]
     marks += [pytest.mark.multimodal, getattr(pytest.mark, p.stack.removeprefix("dynamo-"))]
     if sc.tier == "gpu":
         marks += [getattr(pytest.mark, f"gpu_{p.gpu.gpus}"), pytest.mark.vram_gib(p.gpu.vram_gib)]
     else:
         marks.append(pytest.mark.cpu)
-    spec = p.tier(sc.tier)
     if spec is not None:
         requests_s = spec.budget.request_s * len(sc.requests)
         marks.append(pytest.mark.timeout(spec.budget.total_s + requests_s + REQUEST_MARGIN_S))
@@ -101,18 +104,29 @@ def _serve_case(item: pytest.Item) -> ServeCase | None:
     return callspec.params.get("serve_case") if callspec else None
 
 
-def _order_key(item: pytest.Item) -> tuple[Any, ...]:
-    sc = _serve_case(item)
-    if sc is None:
-        return (0,)
+def _rank(sc: ServeCase) -> int:
     topo = sc.profile.topology
-    rank = TOPOLOGY_ORDER.index(topo) if topo in TOPOLOGY_ORDER else len(TOPOLOGY_ORDER)
-    return (1, sc.profile.stack, sc.profile.model.short_name, rank, sc.signature or "")
+    return TOPOLOGY_ORDER.index(topo) if topo in TOPOLOGY_ORDER else len(TOPOLOGY_ORDER)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Baseline topologies first (agg before e_pd before epd); one launch per signature."""
-    items.sort(key=_order_key)
+    """Baseline topologies first (agg, e_pd, epd), plain launches before flagged ones, and the
+    cases of one launch signature next to each other, so each signature launches once."""
+    rank: dict[str, int] = {}
+    for item in items:
+        sc = _serve_case(item)
+        if sc is not None and sc.signature:
+            rank[sc.signature] = min(rank.get(sc.signature, 99), _rank(sc))
+
+    def key(item: pytest.Item) -> tuple[Any, ...]:
+        sc = _serve_case(item)
+        if sc is None:
+            return (0,)
+        sig = sc.signature or ""
+        model = sc.profile.model.short_name
+        return (1, sc.profile.stack, model, rank.get(sig, 99), len(sc.case.launcher_args), sig)
+
+    items.sort(key=key)
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +176,14 @@ def serve_run(
     record = request.node.stash.setdefault(RECORD, CaseRecord())
 
     def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
-        return CaseJudge(sc.profile, sc.tier, topo.plan.model, harness_media, harness_baselines)
+        return CaseJudge(
+            sc.profile,
+            sc.tier,
+            topo.plan.model,
+            harness_media,
+            harness_baselines,
+            topo.plan.signature,
+        )
 
     def run(sc: ServeCase) -> list[str]:
         return run_case(sc, harness_pool, harness_media, judge_for, record)
