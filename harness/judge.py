@@ -46,6 +46,8 @@ class CaseJudge:
             return [f"HTTP {resp.status_code} as expected"]
         data = resp.json()
         passed = [self._must(check_chat_structure(resp.status_code, data))]
+        if self.tier == "cpu":
+            self._record_baseline(request, data)
         if self.tier == "gpu":
             if request.gpu.all_of or request.gpu.any_of:
                 oracle = KeywordOracle(all_of=request.gpu.all_of, any_of=request.gpu.any_of)
@@ -55,14 +57,17 @@ class CaseJudge:
             expected = expected_prompt_tokens(self.model_dir, body["messages"], self.urls.fetch)
             if expected is None:
                 raise fail(Cause.WRONG_ANSWER, "cannot compute expected prompt tokens here")
+            expected += request.cpu.prompt_tokens_offset
             passed.append(self._must(check_prompt_tokens(data, expected)))
         passed += self._cross_topology(request, data)
         return passed
 
+    def _record_baseline(self, request: RequestSpec, data: dict[str, Any]) -> None:
+        own = (self.profile.stack, self.profile.model.short_name, self.profile.topology)
+        self.baselines.record((*own, fingerprint(request)), self.signature, content_of(data))
+
     def _cross_topology(self, request: RequestSpec, data: dict[str, Any]) -> list[str]:
         stack, model = self.profile.stack, self.profile.model.short_name
-        own = (stack, model, self.profile.topology, fingerprint(request))
-        self.baselines.record(own, self.signature, content_of(data))
         if not request.cpu.same_as:
             return []
         key = (stack, model, request.cpu.same_as, fingerprint(request))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,14 @@ from typing import Any
 import pytest
 
 from harness.baselines import BaselineStore
+from harness.case_marks import mark_names
 from harness.chat_request import MediaURLs, warmup_bodies
 from harness.judge import CaseJudge
 from harness.paths import REPO_ROOT, cache_dir
 from harness.pool import TopologyPool
 from harness.processes import sweep_stale
 from harness.profile import TOPOLOGY_ORDER, load_profiles
-from harness.results import ResultsFile
+from harness.results import ResultsFile, result_record
 from harness.roles import tail
 from harness.secrets import scrub_text
 from harness.serve_case import CaseRecord, ServeCase, run_case
@@ -69,15 +69,9 @@ def serve_cases(config: pytest.Config) -> list[ServeCase]:
 def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
     p = sc.profile
     spec = p.tier(sc.tier)
-    tier_marks = spec.marks if spec else []
-    marks = [
-        getattr(pytest.mark, m) for m in dict.fromkeys([*p.marks, *tier_marks, *sc.case.marks])
-    ]
-    marks += [pytest.mark.multimodal, getattr(pytest.mark, p.stack.removeprefix("dynamo-"))]
+    marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
     if sc.tier == "gpu":
-        marks += [getattr(pytest.mark, f"gpu_{p.gpu.gpus}"), pytest.mark.vram_gib(p.gpu.vram_gib)]
-    else:
-        marks.append(pytest.mark.cpu)
+        marks.append(pytest.mark.vram_gib(p.gpu.vram_gib))
     if spec is not None:
         requests_s = spec.budget.request_s * len(sc.requests)
         marks.append(pytest.mark.timeout(spec.budget.total_s + requests_s + REQUEST_MARGIN_S))
@@ -144,9 +138,10 @@ def harness_pool(
     request: pytest.FixtureRequest, harness_media: MediaURLs
 ) -> Iterator[TopologyPool]:
     kinds: dict[str, set[str]] = {}
+    gpus = request.config.harness_gpus  # type: ignore[attr-defined]
     for item in request.session.items:
         sc = _serve_case(item)
-        if sc is not None and sc.signature:
+        if sc is not None and sc.signature and not sc.skip_reason(gpus):
             for req in sc.requests:
                 expect = req.gpu if sc.tier == "gpu" else req.cpu
                 if expect.status == 200:
@@ -198,7 +193,13 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     nxt = _serve_case(nextitem) if nextitem is not None else None
     if nxt is None or nxt.signature != sc.signature:
-        item.funcargs["harness_pool"].close()  # type: ignore[attr-defined]
+        pool: TopologyPool = item.funcargs["harness_pool"]  # type: ignore[attr-defined]
+        record = item.stash.setdefault(RECORD, CaseRecord())
+        started = time.monotonic()
+        try:
+            pool.close()
+        finally:
+            record.teardown_s = round(time.monotonic() - started, 3)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -208,12 +209,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     sc = _serve_case(item)
     if sc is None:
         return
-    record = item.stash.get(RECORD, None)
+    record = item.stash.setdefault(RECORD, CaseRecord())
     failure = call.excinfo.value if call.excinfo else None
-    if isinstance(failure, TopologyFailure) and record is not None:
+    if isinstance(failure, TopologyFailure):
         _attach_evidence(report, failure, record)
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        _write_result(item, sc, report, failure, record)
+    if report.when == "call" or not report.passed:
+        record.report = record.report if report.when == "teardown" and record.report else report
+        record.failure = record.failure or failure
+    if report.when == "teardown":
+        if not report.passed:
+            record.teardown_failure = failure
+        path = item.config.getoption("--results")
+        if path and record.report is not None:
+            ResultsFile(Path(path)).append(result_record(sc, record))
 
 
 def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:
@@ -226,48 +234,3 @@ def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: C
     for role in topo.plan.roles:
         text = scrub_text(tail(topo.roles.log_path(role.name), 40), topo.plan.env)
         report.sections.append((f"log {role.name} ({topo.roles.log_path(role.name)})", text))
-
-
-def _write_result(
-    item: pytest.Item,
-    sc: ServeCase,
-    report: pytest.TestReport,
-    failure: BaseException | None,
-    rec: CaseRecord | None,
-) -> None:
-    path = item.config.getoption("--results")
-    if not path:
-        return
-    topo = rec.topology if rec else None
-    outcome = (
-        report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
-    )
-    cause = failure.cause.value if isinstance(failure, TopologyFailure) else None
-    message = failure.message if isinstance(failure, TopologyFailure) else (
-        str(report.longrepr)[-500:] if report.failed or report.skipped else ""
-    )  # fmt: skip
-    if failure is None and report.skipped and isinstance(report.longrepr, tuple):
-        message = str(report.longrepr[2])
-    spec = sc.profile.tier(sc.tier)
-    ResultsFile(Path(path)).append(
-        {
-            "test_id": sc.test_id,
-            "profile": sc.profile.name,
-            "case": sc.case.suffix or "default",
-            "tier": sc.tier,
-            "stack": sc.profile.stack,
-            "launcher": sc.profile.launcher,
-            "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
-            "outcome": outcome,
-            "cause": cause,
-            "message": message,
-            "ready_s": topo.ready_s if topo else None,
-            "reused_topology": bool(rec and rec.reused),
-            "duration_s": round(report.duration, 3),
-            "phases": topo.phase_times if topo else {},
-            "timeline": topo.timeline.events if topo else [],
-            "budget_s": spec.budget.total_s if spec else None,
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        }
-    )

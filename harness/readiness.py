@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
+from harness.verdict import Cause
+
 if TYPE_CHECKING:
     from harness.topology import Topology
 
@@ -45,13 +47,20 @@ class ModelListed:
 
 
 class WarmedUp:
-    """One real request per media kind goes through every stage and answers 200."""
+    """One real request per media kind goes through every stage and answers 200.
+
+    404/503 mean "not routable yet" and are retried; any other error repeated
+    `REPEATS_TO_FAIL` times in a row is a real fault (e.g. a 500 for an unsupported media path).
+    """
 
     name = "warmed_up"
+    RETRYABLE = (404, 503)
+    REPEATS_TO_FAIL = 3
 
     def __init__(self, bodies: Sequence[dict[str, Any]]) -> None:
         self.pending = list(bodies)
         self.last_error = ""
+        self.repeats = 0
 
     def done(self, topo: Topology) -> bool:
         while self.pending:
@@ -61,13 +70,26 @@ class WarmedUp:
                 self.last_error = str(exc)
                 return False
             if resp.status_code != 200:
-                self.last_error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                self.repeats = self.repeats + 1 if error == self.last_error else 1
+                self.last_error = error
+                if resp.status_code not in self.RETRYABLE and self.repeats >= self.REPEATS_TO_FAIL:
+                    raise topo.failure(
+                        Cause.HTTP_ERROR,
+                        f"warm-up request answered {error} {self.repeats} times "
+                        f"(media: {media_kinds(self.pending[0])})",
+                    )
                 return False
             self.pending.pop(0)
         return True
 
     def waiting_for(self, topo: Topology) -> str:
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
+
+
+def media_kinds(body: dict[str, Any]) -> list[str]:
+    return [p["type"] for m in body.get("messages", []) for p in m.get("content", [])
+            if isinstance(p, dict) and p.get("type") != "text"]  # fmt: skip
 
 
 def default_phases(warmups: Sequence[dict[str, Any]]) -> list[Phase]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.secrets import is_secret
+from harness.verdict import TopologyFailure
+
+if TYPE_CHECKING:
+    from harness.serve_case import CaseRecord, ServeCase
 
 
 class ResultsFile:
@@ -22,3 +27,42 @@ class ResultsFile:
             raise ValueError("a results record must not carry secrets")
         with self._lock, self.path.open("a") as out:
             out.write(line + "\n")
+
+
+def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
+    """One results.jsonl line from a finished case (outcome from its setup/call report)."""
+    report = rec.report
+    failure = rec.failure or rec.teardown_failure
+    not_run = "skipped" if report.skipped else "error"
+    outcome = report.outcome if report.when == "call" else not_run
+    if rec.teardown_failure is not None and outcome == "passed":
+        outcome = "error"
+    if isinstance(failure, TopologyFailure):
+        message = failure.message
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    elif failure is not None:
+        message = str(failure)[-500:]
+    else:
+        message = ""
+    topo, spec = rec.topology, sc.profile.tier(sc.tier)
+    return {
+        "test_id": sc.test_id,
+        "profile": sc.profile.name,
+        "case": sc.case.suffix or "default",
+        "tier": sc.tier,
+        "stack": sc.profile.stack,
+        "launcher": sc.profile.launcher,
+        "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+        "outcome": outcome,
+        "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
+        "message": message,
+        "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
+        "reused_topology": rec.reused,
+        "duration_s": round(report.duration, 3),
+        "teardown_s": rec.teardown_s,
+        "phases": topo.phase_times if topo else {},
+        "timeline": topo.timeline.events if topo else [],
+        "budget_s": spec.budget.total_s if spec else None,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }

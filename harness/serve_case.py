@@ -58,6 +58,10 @@ class CaseRecord:
     answers: list[dict[str, Any]] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    report: Any = None  # the setup or call TestReport that decides the outcome
+    failure: BaseException | None = None
+    teardown_failure: BaseException | None = None
+    teardown_s: float | None = None
 
 
 def run_case(

@@ -25,6 +25,7 @@ from harness.verdict import Cause, Evidence, TopologyFailure
 
 POLL_S = 0.25
 STOP_GRACE_S = 6.0
+INTERRUPT_GRACE_S = 1.5
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
 
 
@@ -57,6 +58,9 @@ class Topology:
         try:
             self.start()
             self.wait_ready()
+        except KeyboardInterrupt:
+            self.stop(grace_s=INTERRUPT_GRACE_S)
+            raise
         except BaseException:
             self.stop()
             raise
@@ -100,12 +104,13 @@ class Topology:
         self.phase = "ready"
         self.ready_s = self.elapsed()
 
-    def stop(self) -> StopReport | None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> StopReport | None:
+        """SIGTERM every group, SIGKILL after `grace_s`, sweep the marker, verify ports closed."""
         if self.popen is None or self.stop_report is not None:
             return self.stop_report
         self.phase = "teardown"
         marker = ("HARNESS_TOPOLOGY_ID", self.plan.topology_id)
-        self.stop_report = self.reaper.stop(self.popen, marker, grace_s=STOP_GRACE_S)
+        self.stop_report = self.reaper.stop(self.popen, marker, grace_s=grace_s)
         listening = listening_ports(self.plan.ports.values())
         shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
         self._http.close()

@@ -67,6 +67,8 @@ export DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_SYSTEM_HOST=127.0.0.1
 export DYN_MM_ALLOW_INTERNAL=${DYN_MM_ALLOW_INTERNAL:-1}
 export DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS=${DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS:-0}
 export VLLM_HOST_IP=127.0.0.1 VLLM_NIXL_SIDE_CHANNEL_HOST=127.0.0.1 UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+# SGLang advertises this address for its disaggregation bootstrap server and NIXL KV transfer.
+export SGLANG_HOST_IP=127.0.0.1
 export PYTHONUNBUFFERED=1
 PYTHON=${PYTHON:-python3}
 
@@ -87,6 +89,23 @@ engine_args() {
     echo --gpu-memory-utilization "$share" --enforce-eager --max-model-len 4096
   else
     echo --gpu-memory-utilization "$share"
+  fi
+}
+
+# Refuse a tier the engine cannot run on: require_gpu_tier WHY (exit 2 with the reason).
+require_gpu_tier() {
+  [[ $HARNESS_DEVICE == gpu ]] || die "HARNESS_DEVICE=$HARNESS_DEVICE is not supported: $1"
+}
+
+# SGLang engine flags. $1: layout, $2: --mem-fraction-static on one shared GPU. SGLang sizes
+# its KV pool from the memory free when it loads, so co-located workers keep a high fraction
+# and are bounded by a token cap instead (low fractions fail when the neighbours load first).
+sglang_engine_args() {
+  local layout=${1:-default} share=${2:-0.8}
+  if [[ $layout == single-gpu ]]; then
+    echo --mem-fraction-static "$share" --max-running-requests 2 --chunked-prefill-size 4096 \
+      --max-prefill-tokens 4096 --context-length 4096 \
+      --max-total-tokens "${HARNESS_SGLANG_KV_TOKENS:-4096}"
   fi
 }
 
