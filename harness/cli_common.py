@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.paths import REPO_ROOT
-from harness.profile import CaseSpec, Profile, load_profiles
+from harness.profile import CaseSpec, Profile, ProfileError, load_profiles
 
 DEFAULT_PROFILES = REPO_ROOT / "profiles"
 DEFAULT_CASE = "default"
@@ -14,6 +18,27 @@ DEFAULT_CASE = "default"
 
 class CliError(Exception):
     """A user error a subcommand reports on stderr (exit 2) without a traceback."""
+
+
+Run = Callable[[argparse.Namespace], int]
+
+
+def reports_user_errors(run: Run) -> Run:
+    """A subcommand's `run`: user errors print one line on stderr and exit 2, no traceback; a
+    closed stdout (`… | head`) ends quietly as Unix tools do."""
+
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except (CliError, ProfileError) as exc:
+            print(f"harness {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
+
+    return wrapped
 
 
 def add_profiles_option(parser: argparse.ArgumentParser) -> None:
@@ -32,17 +57,32 @@ def profiles_in(directory: Path) -> list[Profile]:
     return profiles
 
 
+def profile_key(profile: Profile, directory: Path) -> str:
+    """A profile's path under the profiles directory, without .yaml: 'vllm/agg_qwen3-vl-2b'."""
+    source = Path(profile.source)
+    try:
+        return source.relative_to(directory).with_suffix("").as_posix()
+    except ValueError:
+        return source.stem
+
+
 def profile_named(directory: Path, name: str) -> Profile:
+    """By name, or by path under the profiles directory when names repeat across stacks."""
     profiles = profiles_in(directory)
-    for profile in profiles:
-        if profile.name == name:
-            return profile
-    names = ", ".join(p.name for p in profiles)
+    wanted = name.removesuffix(".yaml").removeprefix("profiles/")
+    by_key = [p for p in profiles if profile_key(p, directory) == wanted]
+    matches = by_key or [p for p in profiles if p.name == name]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        keys = ", ".join(profile_key(p, directory) for p in matches)
+        raise CliError(f"profile name {name!r} is ambiguous; give one of: {keys}")
+    names = ", ".join(sorted({p.name for p in profiles}))
     raise CliError(f"no profile named {name!r} in {directory}; profiles: {names}")
 
 
 def case_named(profile: Profile, suffix: str | None) -> CaseSpec:
-    """The case with this suffix; None or "default" means the case without a suffix (or the first)."""
+    """The case with this suffix; None or "default": the case without a suffix (else the first)."""
     wanted = "" if suffix in (None, DEFAULT_CASE) else suffix
     for case in profile.cases:
         if case.suffix == wanted:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from harness.case_marks import mark_names
-from harness.cli_common import DEFAULT_CASE, add_profiles_option, profiles_in
+from harness.cli_common import DEFAULT_CASE, add_profiles_option, profiles_in, reports_user_errors
 from harness.profile import Profile, Tier
 from harness.serve_case import ServeCase
 
@@ -74,6 +74,7 @@ def render_text(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     tiers = (args.tier,) if args.tier else TIERS
     rows = case_rows(profiles_in(args.profiles), tiers)

@@ -17,6 +17,7 @@ from harness.cli_common import (
     add_profiles_option,
     case_named,
     profile_named,
+    reports_user_errors,
 )
 from harness.launch import launch
 from harness.tier import detect_tier
@@ -48,9 +49,10 @@ def describe(topo: Topology) -> str:
         f"frontend   {plan.frontend_url}   (chat: {plan.frontend_url}/v1/chat/completions, "
         f"model name {plan.served_model_name!r})",
     ]
+    width = max(10, *(len(r.name) for r in plan.roles))
     for role in plan.roles:
         where = role.health_url or "(no health port)"
-        lines.append(f"{role.name:<10} {where:<40} log {topo.roles.log_path(role.name)}")
+        lines.append(f"{role.name:<{width}} {where:<38} log {topo.roles.log_path(role.name)}")
     lines += [
         f"launcher   {' '.join(plan.argv)}",
         f"           log {topo.roles.launcher_log}",
@@ -90,6 +92,7 @@ def serve_until_interrupted(topo: Topology) -> None:
         topo.watch()  # a role that dies ends `up` with its cause
 
 
+@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     profile = profile_named(args.profiles, args.profile)
     case = case_named(profile, args.case)

@@ -12,12 +12,19 @@ _pids=()
 
 die() { echo "launcher: $*" >&2; exit 2; }
 
+# A missing managed port inside `X=$(port …) start_role …` or an argument cannot stop the script
+# from the $(…) subshell (set -e ignores it there), so port also prints this marker and
+# start_role refuses to start a role whose env or args carry it.
+_PORT_UNSET=__harness_port_unset__
+
 port() {
   local var=$1 default=$2
   if [[ -n ${!var:-} ]]; then
     echo "${!var}"
   elif [[ ${HARNESS_MANAGED_PORTS:-0} == 1 ]]; then
-    die "port variable $var is not set (HARNESS_MANAGED_PORTS=1: every port must come from the harness)"
+    echo "launcher: port variable $var is not set (HARNESS_MANAGED_PORTS=1: every port must come from the harness)" >&2
+    echo "${_PORT_UNSET}$var"
+    return 2
   else
     echo "$default"
   fi
@@ -25,6 +32,10 @@ port() {
 
 start_role() {
   local name=$1; shift
+  if [[ "$*" == *"$_PORT_UNSET"* ]] || env | grep -q "=$_PORT_UNSET"; then
+    _stop_roles
+    die "not starting $name: a port variable is not set (see above)"
+  fi
   if [[ -n $HARNESS_LOG_DIR ]]; then
     mkdir -p "$HARNESS_LOG_DIR"
     "$@" >"$HARNESS_LOG_DIR/$name.log" 2>&1 &

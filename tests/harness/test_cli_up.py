@@ -19,6 +19,7 @@ from harness.topology import listening_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_PROFILES = REPO_ROOT / "tests" / "harness" / "profiles"
+UP = [sys.executable, "-m", "harness", "up"]
 
 
 @dataclass
@@ -42,7 +43,7 @@ def interrupt_up(
     env: dict[str, str] | None = None,
 ) -> UpRun:
     """Run `harness up`, wait for its ready banner, send `signum`, wait for it to exit."""
-    argv = [sys.executable, "-m", "harness", "up", profile, "--tier", tier]
+    argv = [*UP, profile, "--tier", tier]
     argv += ["--profiles", str(profiles)]
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -116,7 +117,7 @@ def test_up_tears_down_on_signal(tmp_path: Path, signum: int) -> None:
 
 def test_up_unknown_profile_names_the_choices() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness", "up", "nope", "--profiles", str(TEST_PROFILES)],
+        [*UP, "nope", "--profiles", str(TEST_PROFILES)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -128,8 +129,7 @@ def test_up_unknown_profile_names_the_choices() -> None:
 
 def test_up_unknown_case_names_the_cases() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness", "up", "mocker_fault", "--case", "x"]
-        + ["--profiles", str(TEST_PROFILES)],
+        [*UP, "mocker_fault", "--case", "x", "--profiles", str(TEST_PROFILES)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -1,0 +1,63 @@
+"""Teardown speed on real CPU topologies: test end -> no process, no listening port.
+
+Compares the harness's teardown (SIGTERM, short grace, SIGKILL the groups, marker sweep) against
+a baseline measured in the same run: the anchors' way (Dynamo's default 5 s worker grace, SIGTERM,
+wait up to 8 s, then SIGKILL). Also reports anything new left in /dev/shm.
+Usage: python bench/teardown_speed.py [--repeats 3] [--profiles agg_qwen3-vl-2b e_pd_qwen3-vl-2b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from pathlib import Path
+
+from harness.launch import launch
+from harness.paths import REPO_ROOT
+from harness.profile import Profile, load_profiles
+from harness.topology import STOP_GRACE_S
+
+BASELINE = {"name": "anchor (5 s worker grace, 8 s wait)", "grace": 8.0, "dyn_grace": "5"}
+HARNESS = {"name": f"harness ({STOP_GRACE_S:g} s wait, worker grace 0)", "grace": STOP_GRACE_S,
+           "dyn_grace": "0"}  # fmt: skip
+
+
+def shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def one(profile: Profile, mode: dict) -> tuple[float, set[str]]:
+    before = shm()
+    env = {**os.environ, "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": mode["dyn_grace"]}
+    topo = launch(profile, "cpu", profile.cases[0], base_env=env)
+    with topo:
+        pass
+    assert topo.stop_report is not None
+    return topo.stop_report.duration_s, shm() - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    default = ["agg_qwen3-vl-2b", "e_pd_qwen3-vl-2b", "epd_qwen3-vl-2b"]
+    parser.add_argument("--profiles", nargs="+", default=default)
+    args = parser.parse_args()
+    profiles = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
+    print(f"{'profile':22} {'mode':42} {'median s':>9} {'max s':>7}  shm leftovers")
+    for name in args.profiles:
+        medians = {}
+        for mode in (BASELINE, HARNESS):
+            runs = [one(profiles[name], mode) for _ in range(args.repeats)]
+            times = [t for t, _ in runs]
+            left = set().union(*(s for _, s in runs))
+            medians[mode["name"]] = statistics.median(times)
+            print(f"{name:22} {mode['name']:42} {medians[mode['name']]:9.2f} {max(times):7.2f}"
+                  f"  {sorted(left) or '-'}")  # fmt: skip
+        ratio = medians[HARNESS["name"]] / medians[BASELINE["name"]]
+        print(f"{name:22} {'ratio harness / anchor':42} {ratio:9.2f}")
+    print(f"(from {Path(__file__).name}; goal: harness median <= 3 s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Role-plan capture: run a launcher for real with the recording shim as every engine.
+
+The launcher gets the same LaunchPlan env as a real launch (HARNESS_MANAGED_PORTS=1, fixed fake
+ports, the tier's model) except `PYTHON`, so every `start_role NAME "$PYTHON" …` records instead
+of starting an engine. SIGTERM is ignored in the launcher's process tree: when the first shim
+exits, wait_any_exit's trap signals the other roles, and a shim still starting must not die
+before it has written its line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.audit.findings import Invocation
+from harness.audit.shim import RECORD_ENV, write_shim
+from harness.launch_env import markers
+from harness.plan import LaunchPlan, port_names, resolve
+from harness.profile import CaseSpec, Profile, Tier
+
+# Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
+FAKE_PORT_BASE = 21301
+LAUNCHER_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Capture:
+    plan: LaunchPlan
+    roles: dict[str, Invocation] = field(default_factory=dict)
+    returncode: int | None = None
+    stderr: str = ""
+
+
+def fake_ports(profile: Profile) -> dict[str, int]:
+    return {name: FAKE_PORT_BASE + i for i, name in enumerate(port_names(profile))}
+
+
+def audit_model(profile: Profile, tier: Tier) -> str:
+    """GPU: the HF id (nothing is downloaded); CPU: where the tiny build would live."""
+    if tier == "gpu":
+        return profile.model.gpu
+    from harness.tiny_models.build import default_cache_dir
+
+    return str(default_cache_dir() / f"{profile.model.cpu}-audit-placeholder")
+
+
+def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Path) -> LaunchPlan:
+    return resolve(
+        profile,
+        tier,
+        case,
+        ports=fake_ports(profile),
+        run_dir=work / "run",
+        scratch_dir=work / "s",
+        model=audit_model(profile, tier),
+        topology_id="audit",
+        marker_env=markers("audit", "audit", os.getpid()),
+        root=root,
+    )
+
+
+def _ignore_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
+    record = work / "calls.jsonl"
+    env = {**plan.env, "PYTHON": str(write_shim(work)), RECORD_ENV: str(record)}
+    capture = Capture(plan)
+    try:
+        proc = subprocess.run(
+            plan.argv,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=LAUNCHER_TIMEOUT_S,
+            preexec_fn=_ignore_sigterm,
+            start_new_session=True,
+        )
+        capture.returncode, capture.stderr = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        capture.stderr = f"launcher still running after {LAUNCHER_TIMEOUT_S:g} s: {exc.stderr!r}"
+    capture.roles = _roles(record, plan.log_dir)
+    return capture
+
+
+def _roles(record: Path, log_dir: Path) -> dict[str, Invocation]:
+    """Map each recorded call to its role by the log file start_role gave it (its stdout);
+    calls whose stdout is not a role log (e.g. `$(…)` helpers) are not roles."""
+    roles: dict[str, Invocation] = {}
+    lines = record.read_text().splitlines() if record.exists() else []
+    for line in lines:
+        call = json.loads(line)
+        out = Path(call["stdout"])
+        if out.parent != log_dir or out.suffix != ".log":
+            continue
+        roles[out.stem] = Invocation(out.stem, call["argv"], call["env"], call["pid"])
+    return roles

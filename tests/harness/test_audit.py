@@ -1,0 +1,160 @@
+"""`python -m harness audit`: shipped profiles pass; broken launcher copies are caught."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.audit.runner import audit
+from harness.paths import REPO_ROOT
+
+PROFILES = sorted((REPO_ROOT / "profiles").rglob("*.yaml"))
+ENDPOINT_HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'"
+
+
+def _copy(tmp_path: Path, profile: str, launcher: str, edit: list[str]) -> Path:
+    """Copy launchers/ to tmp_path, sed-edit one launcher, point a profile copy at it."""
+    shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
+    target = tmp_path / "launchers" / launcher
+    for expr in edit:
+        subprocess.run(["sed", "-i", expr, str(target)], check=True)
+    raw = yaml.safe_load((REPO_ROOT / "profiles" / profile).read_text())
+    raw["launcher"] = str(target)
+    copy = tmp_path / Path(profile).name
+    copy.write_text(yaml.safe_dump(raw))
+    return copy
+
+
+def _lines(profile: Path) -> list[str]:
+    return [f.line() for f in audit([profile]).findings]
+
+
+def test_shipped_profiles_pass() -> None:
+    result = audit(PROFILES)
+    assert [f.line() for f in result.findings] == []
+    assert len(result.launches) >= len(PROFILES)
+
+
+def test_cli_exit_code_and_summary() -> None:
+    profile = REPO_ROOT / "profiles/sglang/epd_qwen3-vl-2b.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "audit", str(profile)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 finding(s)" in proc.stdout
+
+
+def test_encode_without_endpoint_health_is_flagged(tmp_path: Path) -> None:
+    """The seed bug: dynamo.vllm's encode worker registers no payload -> /health 503 forever."""
+    profile = _copy(
+        tmp_path,
+        "vllm/epd_qwen3-vl-2b.yaml",
+        "vllm/disagg_multimodal_epd.sh",
+        [
+            "s/^DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS=.* \\\\$//",
+            "/DYN_SYSTEM_USE_ENDPOINT_HEALTH/d",
+        ],
+    )
+    text = (tmp_path / "launchers/vllm/disagg_multimodal_epd.sh").read_text()
+    assert "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS" not in text
+    lines = _lines(profile)
+    health = [ln for ln in lines if "[encode]" in ln and "/health stays 503" in ln]
+    assert health, lines
+    assert ENDPOINT_HEALTH_LINE in health[0]
+    assert all("[encode]" in ln for ln in lines), lines  # nothing else broke
+
+
+def test_sglang_encode_needs_no_env(tmp_path: Path) -> None:
+    """dynamo.sglang's encode worker sets its own health after registering (installed source)."""
+    from harness.audit.health_source import encode_sets_own_health
+
+    assert encode_sets_own_health("dynamo.sglang")
+    assert not encode_sets_own_health("dynamo.vllm")
+
+
+def test_hard_coded_port_is_flagged(tmp_path: Path) -> None:
+    profile = _copy(
+        tmp_path,
+        "sglang/agg_qwen3-vl-2b.yaml",
+        "sglang/agg_multimodal.sh",
+        ['s/"$(port SGLANG_NCCL_PORT1 29501)"/29501/'],
+    )
+    lines = _lines(profile)
+    assert any("[worker] uses port --nccl-port 29501" in ln for ln in lines), lines
+    assert any("leased port SGLANG_NCCL_PORT1 is consumed by no role" in ln for ln in lines), lines
+
+
+def test_unleased_port_variable_fails_launcher(tmp_path: Path) -> None:
+    """A port the profile does not lease: the launcher dies under HARNESS_MANAGED_PORTS=1."""
+    profile = _copy(tmp_path, "vllm/epd_qwen3-vl-2b.yaml", "vllm/disagg_multimodal_epd.sh", [])
+    raw = yaml.safe_load(profile.read_text())
+    raw["side_ports"] = ["NIXL_SIDE_CHANNEL_PORT1"]
+    profile.write_text(yaml.safe_dump(raw))
+    lines = _lines(profile)
+    want = (
+        "[launcher] exited 2",
+        "NIXL_SIDE_CHANNEL_PORT2 is not set",
+        "add NIXL_SIDE_CHANNEL_PORT2",
+    )
+    assert any(all(w in ln for w in want) for ln in lines), lines
+
+
+def test_shared_port_is_flagged(tmp_path: Path) -> None:
+    profile = _copy(
+        tmp_path,
+        "vllm/epd_qwen3-vl-2b.yaml",
+        "vllm/disagg_multimodal_epd.sh",
+        ["s/NIXL_SIDE_CHANNEL_PORT2 20098/NIXL_SIDE_CHANNEL_PORT1 20097/"],
+    )
+    lines = _lines(profile)
+    assert any("[decode,prefill] roles share port NIXL_SIDE_CHANNEL_PORT1" in ln for ln in lines)
+    assert any("NIXL_SIDE_CHANNEL_PORT2 is consumed by no role" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("edit", "expect"),
+    [
+        ("s/--tp-size 1/--tp-sise 1/", "unrecognized arguments: --tp-sise"),
+        ("s/transfer-backend nixl/transfer-backend nixel/", "invalid choice: 'nixel'"),
+        (
+            's/--skip-tokenizer-init "${FRONTEND/--dedicated-mm-encoder &/',
+            "--dedicated-mm-encoder is for PD/P/D workers",
+        ),
+    ],
+)
+def test_bad_sglang_flags_are_flagged(tmp_path: Path, edit: str, expect: str) -> None:
+    profile = _copy(
+        tmp_path, "sglang/epd_qwen3-vl-2b.yaml", "sglang/disagg_multimodal_epd.sh", [edit]
+    )
+    lines = _lines(profile)
+    assert any("dynamo.sglang rejects its args" in ln and expect in ln for ln in lines), lines
+
+
+def test_served_model_name_mismatch_is_flagged(tmp_path: Path) -> None:
+    profile = _copy(
+        tmp_path,
+        "vllm/agg_qwen3-vl-2b.yaml",
+        "vllm/agg_multimodal.sh",
+        ['s/--served-model-name "$SERVED_MODEL_NAME"/--served-model-name other/'],
+    )
+    lines = _lines(profile)
+    assert any("[worker] registers as 'other'" in ln for ln in lines), lines
+
+
+def test_sglang_launchers_refuse_cpu() -> None:
+    for launcher in sorted((REPO_ROOT / "launchers/sglang").glob("*.sh")):
+        env = {"HARNESS_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}
+        proc = subprocess.run(
+            ["bash", str(launcher)], env=env, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 2, launcher
+        assert "CUDA-only wheels" in proc.stderr

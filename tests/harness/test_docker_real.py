@@ -1,0 +1,125 @@
+"""`harness docker` against a real Docker daemon and the tiny local image that
+`.ci/docker_setup.sh start` imports (busybox, no registry). Skipped, with the reason, when no
+daemon answers or the image is missing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.docker_run import LABEL, OWNER_LABEL
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("HARNESS_DOCKER_IMAGE", "serve-harness/busybox:local")
+
+
+def docker_client_or_reason() -> tuple[Any, str]:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # no SDK, no socket, daemon down: all mean "cannot run here"
+        return (
+            None,
+            f"no Docker daemon answers ({type(exc).__name__}: {exc}); "
+            "run .ci/docker_setup.sh start",
+        )
+    try:
+        client.images.get(IMAGE)
+    except Exception:
+        return None, f"image {IMAGE} missing; run .ci/docker_setup.sh start to import it"
+    return client, ""
+
+
+CLIENT, SKIP_REASON = docker_client_or_reason()
+pytestmark = pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON)
+
+
+def harness_docker(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness", "docker", "--image", IMAGE, *args]
+
+
+def containers_of(pid: int) -> list[Any]:
+    return CLIENT.containers.list(
+        all=True, filters={"label": [f"{LABEL}=1", f"{OWNER_LABEL}={pid}"]}
+    )
+
+
+def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
+    overlay = tmp_path / "plan_override.py"
+    overlay.write_text("OVERLAID\n")
+    results = tmp_path / "results"
+    script = (
+        "cat /workspace/harness/plan.py; echo token=$HF_TOKEN other=$NOT_ALLOWED; "
+        "touch /workspace/harness/plan.py 2>/dev/null || echo read-only; "
+        "echo ok > /results/x; exit 7"
+    )
+    env = {**os.environ, "HF_TOKEN": "hf_realsecret42", "NOT_ALLOWED": "leak"}
+    proc = subprocess.Popen(
+        harness_docker(
+            "--results-dir", str(results), "--overlay", f"{overlay}:harness/plan.py",
+            "--command", f"sh -c '{script}'",
+        ),
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 7, out + err
+    assert out.splitlines() == ["OVERLAID", "token=*** other=", "read-only"]
+    assert "hf_realsecret42" not in out + err
+    assert "-e HF_TOKEN='***'" in err
+    assert (results / "x").read_text() == "ok\n"
+    assert containers_of(proc.pid) == []
+
+
+def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not [c for c in containers_of(proc.pid) if c.status == "running"]:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "container never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted; container removed" in err
+    assert containers_of(proc.pid) == []
+    assert took < 20, f"Ctrl-C to container gone took {took:.1f} s"
+    print(f"Ctrl-C -> container removed and harness docker exited in {took:.2f} s")
+
+
+def test_sigterm_removes_the_container(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not containers_of(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert containers_of(proc.pid) == []

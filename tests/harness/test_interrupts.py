@@ -1,0 +1,93 @@
+"""Interrupts: a signal to pytest mid-startup leaves nothing; a kill -9'd session is swept later.
+
+Each test runs a real pytest session in a subprocess against a real (slow-starting) Dynamo
+mocker topology, and finds what it started by the session marker alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.paths import REPO_ROOT
+from harness.processes import marked_processes
+
+PROFILES = Path(__file__).parent / "interrupt_profiles"
+
+
+def start_session(tmp_path: Path, session_id: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "HARNESS_SESSION_ID": session_id, "HARNESS_RUNS": str(tmp_path)}
+    cmd = [sys.executable, "-m", "pytest", "tests/serve", "--profiles", str(PROFILES), "-q",
+           "-p", "no:cacheprovider", "--tier", "cpu"]  # fmt: skip
+    log = (tmp_path / "pytest.log").open("wb")
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_for_roles(session_id: str, count: int, timeout_s: float = 30) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = marked_processes("HARNESS_SESSION_ID", session_id)
+        if len(found) >= count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"session {session_id} started only {len(found)} marked processes")
+
+
+def wait_gone(session_id: str, timeout_s: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if not marked_processes("HARNESS_SESSION_ID", session_id):
+            return time.monotonic() - start
+        time.sleep(0.05)
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if p in
+            marked_processes("HARNESS_SESSION_ID", session_id)]  # fmt: skip
+    raise AssertionError(f"still running after {timeout_s} s: {left}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_startup_leaves_nothing_within_5s(tmp_path: Path, signum: int) -> None:
+    session = f"intr-{uuid.uuid4().hex[:8]}"
+    proc = start_session(tmp_path, session)
+    try:
+        wait_for_roles(session, 4)  # launcher, broker, frontend, worker: mid-startup (60 s)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        gone = wait_gone(session, 5.0)
+        proc.wait(timeout=10)
+        elapsed = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"{signal.Signals(signum).name}: clean after {gone:.2f} s, pytest exited {elapsed:.2f} s")
+    assert gone <= 5.0 and elapsed <= 8.0
+    assert not list((Path("/tmp")).glob(f"harness-*{session}*"))
+
+
+def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
+    session = f"dead-{uuid.uuid4().hex[:8]}"
+    proc = start_session(tmp_path, session)
+    try:
+        left = wait_for_roles(session, 4)
+        proc.kill()  # pytest gets no chance to tear down
+        proc.wait(timeout=10)
+        time.sleep(0.5)
+        assert marked_processes("HARNESS_SESSION_ID", session), "kill -9 should leave orphans"
+        orphan_pids = {p.pid for p in left}
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        cmd.append("tests/harness/test_profile.py")
+        nxt = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert nxt.returncode == 0, nxt.stdout + nxt.stderr
+        assert "swept a leftover of a dead session" in nxt.stdout
+        assert any(str(pid) in nxt.stdout for pid in orphan_pids)
+        wait_gone(session, 5.0)
+    finally:
+        for p in marked_processes("HARNESS_SESSION_ID", session):
+            p.kill()

@@ -1,0 +1,79 @@
+"""LaunchPlan resolution: pure, every port passed as env, markers set, secrets redacted."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO_ROOT
+from harness.plan import launch_signature, port_names, resolve
+from harness.profile import Profile, load_profiles
+
+PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
+
+
+def plan_for(profile: Profile, tier: str = "cpu", case_index: int = 0, env: dict | None = None):
+    ports = {name: 21000 + i for i, name in enumerate(port_names(profile))}
+    return resolve(
+        profile,
+        tier,  # type: ignore[arg-type]
+        profile.cases[case_index],
+        ports=ports,
+        run_dir=Path("/runs/x"),
+        scratch_dir=Path("/tmp/harness-x"),
+        model="/models/tiny",
+        topology_id="topo1",
+        marker_env={"HARNESS_TOPOLOGY_ID": "topo1"},
+        base_env=env if env is not None else {"PATH": "/usr/bin", "HF_TOKEN": "hf_secretvalue"},
+    )
+
+
+def test_epd_plan_passes_every_port_and_role() -> None:
+    plan = plan_for(PROFILES["epd_qwen3-vl-2b"])
+    names = ["DYN_HTTP_PORT", "DYN_SYSTEM_PORT1", "DYN_SYSTEM_PORT2", "DYN_SYSTEM_PORT3"]
+    names += ["NIXL_SIDE_CHANNEL_PORT1", "NIXL_SIDE_CHANNEL_PORT2", "ZMQ_XSUB_PORT"]
+    for name in names:
+        assert plan.env[name] == str(plan.ports[name])
+    assert [r.name for r in plan.workers] == ["encode", "prefill", "decode"]
+    assert (
+        plan.role("encode").health_url
+        == f"http://127.0.0.1:{plan.ports['DYN_SYSTEM_PORT1']}/health"
+    )
+    assert plan.env["HARNESS_MANAGED_PORTS"] == "1"
+    assert plan.env["HARNESS_DEVICE"] == "cpu"
+    assert plan.env["DYN_FILE_KV"] == "/tmp/harness-x/discovery"
+    assert plan.frontend_url.startswith("http://127.0.0.1:")
+    assert plan.served_model_name == "Qwen/Qwen3-VL-2B-Instruct"
+
+
+def test_scratch_paths_fit_unix_socket_limit() -> None:
+    plan = plan_for(PROFILES["epd_qwen3-vl-2b"])
+    # vLLM binds ipc://$VLLM_RPC_BASE_PATH/<uuid4>: the socket path must stay under 107 bytes.
+    assert len(plan.env["VLLM_RPC_BASE_PATH"]) + 1 + 36 < 107
+
+
+def test_describe_redacts_secrets() -> None:
+    plan = plan_for(PROFILES["agg_qwen3-vl-2b"], env={"PATH": "/bin", "HARNESS_API_KEY": "k-123"})
+    described = plan.describe()
+    assert described["env"]["HARNESS_API_KEY"] == "***"  # type: ignore[index]
+    assert "k-123" not in repr(described)
+
+
+def test_signature_shared_across_profiles_and_split_by_launcher_args() -> None:
+    epd, video = PROFILES["epd_qwen3-vl-2b"], PROFILES["epd_video_qwen3-vl-2b"]
+    plain, decoding = epd.cases[0], epd.cases[1]
+    assert launch_signature(epd, "cpu", plain) == launch_signature(video, "cpu", video.cases[0])
+    assert launch_signature(epd, "cpu", plain) != launch_signature(epd, "cpu", decoding)
+    assert launch_signature(epd, "cpu", plain) != launch_signature(epd, "gpu", plain)
+
+
+def test_gpu_tier_uses_layout_args() -> None:
+    plan = plan_for(PROFILES["epd_qwen3-vl-2b"], tier="gpu", case_index=1)
+    assert plan.args == ("--single-gpu", "--frontend-decoding")
+    assert plan.env["HARNESS_DEVICE"] == "gpu"
+
+
+def test_missing_port_is_an_error() -> None:
+    profile = PROFILES["agg_qwen3-vl-2b"]
+    with pytest.raises(ValueError, match="no port leased"):
+        resolve(profile, "cpu", profile.cases[0], ports={}, run_dir=Path("/r"),
+                scratch_dir=Path("/s"), model="m", topology_id="t", marker_env={})  # fmt: skip

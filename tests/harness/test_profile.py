@@ -1,0 +1,82 @@
+"""Profile schema and loader: good profiles load, bad ones name file and field."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO_ROOT
+from harness.profile import ProfileError, load_profile, load_profiles
+
+GOOD = """
+name: t
+topology: agg
+stack: dynamo-vllm
+launcher: launchers/vllm/agg_multimodal.sh
+model: {short_name: m, gpu: org/m, cpu: qwen3_vl}
+roles:
+  - {name: frontend, kind: frontend}
+  - {name: worker, kind: worker, health_port: DYN_SYSTEM_PORT1}
+marks: [post_merge]
+gpu: {gpus: 1, vram_gib: 8, budget: {total_s: 100, register_s: 50}}
+cpu: {budget: {total_s: 100, register_s: 50}}
+cases:
+  - {prompt: hi, media: [image_url]}
+  - {suffix: b64, prompt: hi, media: [image_b64]}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_profiles_load_with_unique_ids() -> None:
+    profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    ids = [p.test_id(c) for p in profiles for c in p.cases]
+    assert "mm_epd_qwen3-vl-2b_b64_frontend_decoding" in ids
+    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in ids
+    assert len(ids) == len(set(ids))
+
+
+def test_good_profile_and_test_ids(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, GOOD), REPO_ROOT)
+    assert [profile.test_id(c) for c in profile.cases] == ["mm_agg_m", "mm_agg_m_b64"]
+    assert [r.name for r in profile.worker_roles] == ["worker"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (("media: [image_url]", "media: [image_png]"), "cases.0.media.0", "image_url"),
+        (("kind: worker, health_port: DYN_SYSTEM_PORT1", "kind: worker"), "roles.1", "health_port"),
+        (("marks: [post_merge]", "marks: [gpu_1]"), "marks", "cadence"),
+        (("register_s: 50}}\ncases", "register_s: 500}}\ncases"), "cpu.budget", "exceeds"),
+        (("suffix: b64, ", ""), "<top>", "repeat"),
+        (("stack: dynamo-vllm", "stack: dynamo-trt"), "stack", "dynamo-vllm"),
+        (("name: t\n", "name: t\ncolour: red\n"), "colour", "Extra inputs"),
+    ],
+)
+def test_bad_profile_names_file_and_field(
+    tmp_path: Path, change: tuple[str, str], field: str, words: str
+) -> None:
+    assert change[0] in GOOD
+    path = write(tmp_path, GOOD.replace(*change, 1))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path, REPO_ROOT)
+    text = str(err.value)
+    assert f"{path}: {field}" in text and words in text
+
+
+def test_missing_launcher_and_bad_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("agg_multimodal.sh", "nope.sh"))
+    with pytest.raises(ProfileError, match=r"p\.yaml: launcher: no such file .*nope\.sh"):
+        load_profile(path, REPO_ROOT)
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        load_profile(write(tmp_path, "name: [unclosed"), REPO_ROOT)
+
+
+def test_cpu_tier_absent_needs_a_reason(tmp_path: Path) -> None:
+    text = GOOD.replace("cpu: {budget: {total_s: 100, register_s: 50}}\n", "")
+    with pytest.raises(ProfileError, match="cpu_skip"):
+        load_profile(write(tmp_path, text), REPO_ROOT)

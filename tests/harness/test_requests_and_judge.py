@@ -1,0 +1,120 @@
+"""Request bodies, cross-topology fingerprints and the judge, on hand-built responses."""
+
+import json
+
+import pytest
+import requests
+
+from harness.baselines import BaselineStore
+from harness.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
+from harness.health import HealthSample
+from harness.judge import CaseJudge
+from harness.paths import REPO_ROOT
+from harness.profile import RequestSpec, load_profiles
+from harness.verdict import Cause, TopologyFailure
+
+URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
+                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==", files={})  # fmt: skip
+PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
+
+
+def response(status: int, body: dict) -> requests.Response:
+    resp = requests.Response()
+    resp.status_code = status
+    resp._content = json.dumps(body).encode()
+    return resp
+
+
+def answer(content: str, prompt_tokens: int = 10) -> dict:
+    return {
+        "choices": [{"message": {"content": content}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 3},
+    }
+
+
+def test_chat_body_puts_media_before_text_at_temperature_zero() -> None:
+    body = chat_body("What?", ["image_b64", "video_url"], 7, URLS)
+    parts = body["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "video_url", "text"]
+    assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 7
+
+
+def test_fingerprint_treats_url_and_base64_as_same_media() -> None:
+    a = RequestSpec(prompt="p", media=["image_url"])
+    b = RequestSpec(prompt="p", media=["image_b64"])
+    c = RequestSpec(prompt="p", media=["video_url"])
+    assert fingerprint(a) == fingerprint(b) != fingerprint(c)
+
+
+def test_warmups_cover_each_media_kind_once() -> None:
+    bodies = warmup_bodies(["image_url", "image_url", "video_b64"], URLS)
+    kinds = [[p["type"] for p in b["messages"][0]["content"]] for b in bodies]
+    assert kinds == [["text"], ["image_url", "text"], ["video_url", "text"]]
+
+
+def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:
+    return CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature)  # type: ignore[arg-type]
+
+
+def test_gpu_judge_keywords_pass_and_fail() -> None:
+    request = PROFILES["agg_qwen3-vl-2b"].cases[0]
+    judge = judge_for("agg_qwen3-vl-2b", "gpu", BaselineStore(), "s")
+    assert judge.judge(request, {}, response(200, answer("It is Green.")))
+    with pytest.raises(TopologyFailure) as err:
+        judge.judge(request, {}, response(200, answer("It is red.")))
+    assert err.value.cause == Cause.WRONG_ANSWER
+
+
+def test_status_mismatch_is_http_error_or_wrong_answer() -> None:
+    judge = judge_for("agg_llava-1.5-7b", "gpu", BaselineStore(), "s")
+    ok_case, refused_case = (
+        PROFILES["agg_llava-1.5-7b"].cases[0],
+        PROFILES["agg_llava-1.5-7b"].cases[2],
+    )
+    with pytest.raises(TopologyFailure) as err:
+        judge.judge(ok_case, {}, response(500, {"message": "boom"}))
+    assert err.value.cause == Cause.HTTP_ERROR and "500" in err.value.message
+    with pytest.raises(TopologyFailure) as err:
+        judge.judge(refused_case, {}, response(200, answer("a triangle")))
+    assert err.value.cause == Cause.WRONG_ANSWER
+    assert judge.judge(refused_case, {}, response(400, {"message": "Bad Request"}))
+
+
+def test_cross_topology_equality_needs_a_different_launch() -> None:
+    store = BaselineStore()
+    e_pd = PROFILES["e_pd_qwen3-vl-2b"]
+    plain, b64 = e_pd.cases[0], e_pd.cases[1]  # b64 case: same_as e_pd (another launch)
+    nocount = plain.model_copy(
+        update={"cpu": plain.cpu.model_copy(update={"prompt_tokens": False})}
+    )
+    b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
+    judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-plain").judge(
+        nocount, {}, response(200, answer("xyz"))
+    )
+    same = judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd")
+    assert any("same as e_pd" in c for c in same.judge(b64, {}, response(200, answer("xyz"))))
+    with pytest.raises(TopologyFailure, match=r"differ|first difference|!="):
+        judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd2").judge(
+            b64, {}, response(200, answer("xyQ"))
+        )
+    # The baseline recorded by the same launch is not a baseline: that check could not fail.
+    lone = BaselineStore()
+    with pytest.raises(TopologyFailure, match="no e_pd baseline"):
+        judge_for("e_pd_qwen3-vl-2b", "cpu", lone, "sig-fd").judge(
+            b64, {}, response(200, answer("a"))
+        )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (503, '{"status":"notready","endpoints":{"generate":"ready"}}', True),
+        (503, '{"status":"notready","endpoints":{}}', False),
+        (503, '{"status":"notready","endpoints":{"generate":"notready"}}', False),
+        (200, '{"status":"ready","endpoints":{"generate":"ready"}}', False),
+        (503, "not json", False),
+    ],
+)
+def test_no_health_source_signature(status: int, body: str, expected: bool) -> None:
+    assert HealthSample("notready", status, body).no_health_source is expected
