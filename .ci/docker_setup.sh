@@ -23,8 +23,9 @@ answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 install_missing() {
   local pkgs=()
   command -v dockerd >/dev/null || pkgs+=(docker.io)
-  [[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 && ldd /bin/busybox 2>&1 \
-    | grep -q 'not a dynamic' || pkgs+=(busybox-static)
+  # the image needs a static busybox (the rootfs has no libc); the `busybox` package is dynamic
+  dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+    || pkgs+=(busybox-static)
   if ((${#pkgs[@]})); then
     say "installing ${pkgs[*]}"
     apt-get update -qq

@@ -51,7 +51,9 @@ def describe(topo: Topology) -> str:
     ]
     width = max(10, *(len(r.name) for r in plan.roles))
     for role in plan.roles:
-        where = role.health_url or "(no health port)"
+        where = role.health_url or (
+            f"{plan.frontend_url}/v1/models" if role.kind == "frontend" else "(no health port)"
+        )
         lines.append(f"{role.name:<{width}} {where:<38} log {topo.roles.log_path(role.name)}")
     lines += [
         f"launcher   {' '.join(plan.argv)}",

@@ -192,7 +192,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if sc is None or "harness_pool" not in getattr(item, "funcargs", {}):
         return
     nxt = _serve_case(nextitem) if nextitem is not None else None
-    if nxt is None or nxt.signature != sc.signature:
+    if nxt is None or nxt.signature != sc.signature or nextitem.get_closest_marker("skip"):
         pool: TopologyPool = item.funcargs["harness_pool"]  # type: ignore[attr-defined]
         record = item.stash.setdefault(RECORD, CaseRecord())
         started = time.monotonic()

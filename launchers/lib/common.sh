@@ -144,13 +144,22 @@ parse_layout_args() {
 }
 
 # Which GPU a role gets under a layout: gpu_for ROLE_INDEX (0-based). Empty on the CPU tier.
+# Indices are positions in the GPUs the harness leased (CUDA_VISIBLE_DEVICES), if it leased any.
 gpu_for() {
   [[ $HARNESS_DEVICE == gpu ]] || return 0
+  local index devices
   case $LAYOUT in
-    single-gpu) echo 0 ;;
-    two-gpu) echo $(($1 > 0 ? 1 : 0)) ;;
-    *) echo "$1" ;;
+    single-gpu) index=0 ;;
+    two-gpu) index=$(($1 > 0 ? 1 : 0)) ;;
+    *) index=$1 ;;
   esac
+  if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    IFS=, read -ra devices <<<"$CUDA_VISIBLE_DEVICES"
+    ((index < ${#devices[@]})) || die "layout $LAYOUT needs GPU #$index; leased: $CUDA_VISIBLE_DEVICES"
+    echo "${devices[$index]}"
+  else
+    echo "$index"
+  fi
 }
 
 # How media embeddings travel encode -> prefill. nixl-write pre-allocates 8 GiB: not on CPU.

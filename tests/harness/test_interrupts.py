@@ -81,7 +81,7 @@ def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
         time.sleep(0.5)
         assert marked_processes("HARNESS_SESSION_ID", session), "kill -9 should leave orphans"
         orphan_pids = {p.pid for p in left}
-        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider"]
         cmd.append("tests/harness/test_profile.py")
         nxt = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
         assert nxt.returncode == 0, nxt.stdout + nxt.stderr

@@ -1,0 +1,31 @@
+"""`python -m harness list`: test ids, marks, hardware needs and CPU skip reasons."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.__main__ import main
+
+
+def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--tier", "gpu", "--json"]) == 0
+    rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    row = rows["mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
+    assert row["marks"] == ["post_merge", "multimodal", "vllm", "gpu_1"]
+    assert row["hardware"].startswith("1 GPU(s) x 24 GiB")
+    assert row["tier"] == "gpu" and row["skip"] is None
+
+
+def test_cpu_listing_shows_skip_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--tier", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in out
+    assert "skipped: GPU tier only: frontend video decoding needs" in out
+    assert "[gpu]" not in out
+
+
+def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--profiles", "/nonexistent"]) == 2
+    assert "--profiles: no such directory /nonexistent" in capsys.readouterr().err
