@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.gpu_slot import take_gpus
 from harness.launch_env import markers
 from harness.paths import runs_dir
 from harness.plan import port_names, resolve
@@ -39,7 +40,17 @@ def launch(
     """A Topology not yet entered: `with launch(...) as topo:` starts it and waits until ready."""
     registry = registry or PortRegistry()
     topology_id = uuid.uuid4().hex
-    lease = registry.lease(port_names(profile), tag=f"{profile.name}:{topology_id[:8]}")
+    tag = f"{profile.name}:{topology_id[:8]}"
+    gpus = take_gpus(profile, tag) if tier == "gpu" else None
+    if gpus is not None:
+        base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
+    lease = registry.lease(port_names(profile), tag=tag)
+
+    def release() -> None:
+        lease.release()
+        if gpus is not None:
+            gpus.release()
+
     try:
         plan = resolve(
             profile,
@@ -54,6 +65,6 @@ def launch(
             base_env=base_env,
         )
     except BaseException:
-        lease.release()
+        release()
         raise
-    return Topology(plan, warmups=warmups, on_release=lease.release)
+    return Topology(plan, warmups=warmups, on_release=release)

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import os
 
+from harness.gpus import GpuInventory
 from harness.profile import Tier
 
 
 def visible_gpu_count() -> int:
-    if "HARNESS_GPUS" in os.environ:  # simulated inventory, e.g. "4x80"
-        count, _, _ = os.environ["HARNESS_GPUS"].partition("x")
-        return int(count or 0)
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library, no device: all mean "no GPU here"
-        return 0
+    """NVML's device count, or the simulated inventory's ($HARNESS_GPUS, e.g. "4x80")."""
+    return len(GpuInventory.detect().devices)
 
 
 def detect_tier(requested: str = "auto") -> Tier:

@@ -14,6 +14,7 @@ import psutil
 import requests
 
 from harness.discovery import registered_components
+from harness.footprint import tree_rss_mib
 from harness.health import HealthSample, HealthTimeline, probe
 from harness.launch_env import SCRATCH_SUBDIRS
 from harness.plan import LaunchPlan
@@ -50,6 +51,8 @@ class Topology:
         self.ready_s: float | None = None
         self.stop_report: StopReport | None = None
         self.phase = "spawn"
+        self.peak_rss_mib = 0.0
+        self._polls = 0
         self._on_release = on_release
         self._http = requests.Session()
 
@@ -131,6 +134,9 @@ class Topology:
     def watch(self) -> None:
         """One poll of every process and health port; raises at the first fault it sees."""
         assert self.popen is not None
+        self._polls += 1
+        if self._polls % 4 == 1:
+            self.peak_rss_mib = max(self.peak_rss_mib, tree_rss_mib(self.popen))
         self.roles.refresh()
         self.reaper.remember_groups(self.popen, ("HARNESS_TOPOLOGY_ID", self.plan.topology_id))
         for name in self.roles.exited():
