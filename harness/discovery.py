@@ -29,3 +29,13 @@ def registered_components(kv_dir: Path) -> set[str]:
 def model_components(kv_dir: Path) -> set[str]:
     """Components that registered a model card (what the frontend can list)."""
     return {str(r.get("component")) for r in _records(kv_dir / "v1" / "mdc")}
+
+
+def model_cards(kv_dir: Path) -> list[str]:
+    """`namespace/component: model name` for every registered model card."""
+    out = []
+    for r in _records(kv_dir / "v1" / "mdc"):
+        card = r.get("card_json") if isinstance(r.get("card_json"), dict) else {}
+        name = card.get("display_name", "?") if isinstance(card, dict) else "?"
+        out.append(f"{r.get('namespace')}/{r.get('component')}: {name}")
+    return sorted(out)

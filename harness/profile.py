@@ -75,6 +75,8 @@ class Budget(Strict):
     total_s: float = Field(gt=0)
     register_s: float = Field(gt=0)
     no_health_source_grace_s: float = Field(default=8.0, gt=0)
+    # Workers healthy but the model still not listed this long after: it never registered.
+    listing_grace_s: float = Field(default=15.0, gt=0)
     request_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")

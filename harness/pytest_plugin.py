@@ -19,6 +19,7 @@ from harness.paths import REPO_ROOT, cache_dir
 from harness.pool import TopologyPool
 from harness.processes import sweep_stale
 from harness.profile import TOPOLOGY_ORDER, load_profiles
+from harness.report.junit import junit_properties
 from harness.results import ResultsFile, result_record
 from harness.roles import tail
 from harness.secrets import scrub_text
@@ -219,9 +220,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when == "teardown":
         if not report.passed:
             record.teardown_failure = failure
+        if record.report is None:
+            return
+        result = result_record(sc, record)
+        report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
         path = item.config.getoption("--results")
-        if path and record.report is not None:
-            ResultsFile(Path(path)).append(result_record(sc, record))
+        if path:
+            ResultsFile(Path(path)).append(result)
 
 
 def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:

@@ -7,13 +7,13 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psutil
 import requests
 
-from harness.discovery import registered_components
+from harness.discovery import model_cards, registered_components
 from harness.footprint import tree_rss_mib
 from harness.health import HealthSample, HealthTimeline, probe
 from harness.launch_env import SCRATCH_SUBDIRS
@@ -64,16 +64,37 @@ class Topology:
         except KeyboardInterrupt:
             self.stop(grace_s=INTERRUPT_GRACE_S)
             raise
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            self._stop_keeping(exc)
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, TopologyFailure):
+            self._stop_keeping(exc)
+        else:
+            self.stop()
+
+    def _stop_keeping(self, exc: BaseException) -> None:
+        """Stop after a failure; an unclean teardown is added to that failure's evidence
+        instead of replacing its cause."""
+        try:
+            self.stop()
+        except TopologyFailure as unclean:
+            if not isinstance(exc, TopologyFailure):
+                raise
+            exc.evidence.detail["teardown"] = unclean.message
 
     def start(self) -> None:
         check_launcher(self.plan)
+        squatted = foreign_listeners(self.plan.ports)
+        if squatted:
+            raise TopologyFailure(
+                Cause.PORT_IN_USE,
+                "leased port(s) already have a foreign listener before launch: "
+                + "; ".join(f"{name}={port} ({who})" for name, port, who in squatted),
+                Evidence(phase="spawn", port=squatted[0][1]),
+            )
         self.plan.log_dir.mkdir(parents=True, exist_ok=True)
         for sub in SCRATCH_SUBDIRS:
             (self.plan.scratch_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -92,11 +113,19 @@ class Topology:
                     self.phase_times[phase.name] = round(self.elapsed(), 3)
                     break
                 elapsed = self.elapsed()
-                if elapsed > budget.register_s and phase.name in (
-                    "workers_healthy",
-                    "model_listed",
-                ):
+                registering = phase.name in ("workers_healthy", "model_listed")
+                if registering and elapsed > budget.register_s:
                     raise self.never_registered(phase.waiting_for(self))
+                healthy_at = self.phase_times.get("workers_healthy")
+                if (
+                    phase.name == "model_listed"
+                    and healthy_at is not None
+                    and elapsed - healthy_at > budget.listing_grace_s
+                ):
+                    raise self.never_registered(
+                        f"{phase.waiting_for(self)}; every worker has been healthy for "
+                        f"{elapsed - healthy_at:.1f} s"
+                    )
                 if elapsed > budget.total_s:
                     raise self.failure(
                         Cause.PHASE_TIMEOUT,
@@ -109,16 +138,17 @@ class Topology:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> StopReport | None:
         """SIGTERM every group, SIGKILL after `grace_s`, sweep the marker, verify ports closed."""
-        if self.popen is None or self.stop_report is not None:
+        if self.popen is None:
+            self._release()  # failed before spawning (invalid launcher, squatted port)
+            return None
+        if self.stop_report is not None:
             return self.stop_report
         self.phase = "teardown"
         marker = ("HARNESS_TOPOLOGY_ID", self.plan.topology_id)
         self.stop_report = self.reaper.stop(self.popen, marker, grace_s=grace_s)
         listening = listening_ports(self.plan.ports.values())
         shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
-        self._http.close()
-        if self._on_release:
-            self._on_release()
+        self._release()
         if self.stop_report.survivors or listening:
             raise self.failure(
                 Cause.TEARDOWN_UNCLEAN,
@@ -126,6 +156,13 @@ class Topology:
                 f"ports still listening {listening}",
             )
         return self.stop_report
+
+    def _release(self) -> None:
+        """Give the leases back and close the HTTP session (once)."""
+        self._http.close()
+        release, self._on_release = self._on_release, None
+        if release:
+            release()
 
     # -- observation -----------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -181,8 +218,10 @@ class Topology:
                 s = self.samples[role.name]
                 out[role.name] = f"{s.state} {s.status or ''} {s.body[:160]}".strip()
             else:
-                alive = role.name in self.roles.known and role.name not in self.roles.exited()
-                out[role.name] = "running" if alive else "not started"
+                if role.name not in self.roles.known:
+                    out[role.name] = "not started"
+                else:
+                    out[role.name] = "exited" if role.name in self.roles.exited() else "running"
         return out
 
     def listed_models(self) -> list[str]:
@@ -256,13 +295,13 @@ class Topology:
             for r in self.plan.workers
             if r.discovery_component and r.discovery_component not in registered
         ]
+        cards = model_cards(self.plan.scratch_dir / "discovery")
         return self.failure(
             Cause.NEVER_REGISTERED,
-            f"model {self.plan.served_model_name} not served after "
-            f"{self.plan.budget.register_s:.0f} s: roles missing from discovery "
-            f"{missing or '(none known)'}; registered components {sorted(registered)}; "
-            f"waiting for {waiting_for}",
-            detail={"registered": sorted(registered), "missing_roles": missing},
+            f"model {self.plan.served_model_name} not served after {self.elapsed():.0f} s: "
+            f"roles missing from discovery {missing or '(none)'}; registered components "
+            f"{sorted(registered)}; model cards {cards}; waiting for {waiting_for}",
+            detail={"registered": sorted(registered), "missing_roles": missing, "cards": cards},
             role=missing[0] if missing else None,
         )
 
@@ -288,3 +327,24 @@ def listening_ports(ports: Sequence[int] | Any) -> list[int]:
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port in wanted:
                 found.add(conn.laddr.port)
     return sorted(found)
+
+
+def foreign_listeners(ports: Mapping[str, int]) -> list[tuple[str, int, str]]:
+    """(name, port, who) for each leased port something already listens on. Called before the
+    spawn, so every listener is foreign: a squatter, or a leak of an earlier run."""
+    by_port = {port: name for name, port in ports.items()}
+    found: dict[int, str] = {}
+    with contextlib.suppress(psutil.AccessDenied):
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port in by_port:
+                found[conn.laddr.port] = _describe_pid(conn.pid)
+    return [(by_port[port], port, who) for port, who in sorted(found.items())]
+
+
+def _describe_pid(pid: int | None) -> str:
+    if pid is None:
+        return "pid unknown"
+    try:
+        return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:80]}"
+    except psutil.Error:
+        return f"pid {pid}"

@@ -1,0 +1,344 @@
+"""Fault scenarios against real processes, each run once: cause, time to verdict, leftovers.
+
+Shared by tests/harness/test_faults.py (asserts) and bench/time_to_verdict.py (prints a table).
+Every scenario launches a real Dynamo frontend + mocker topology (tests/harness/launchers/), except
+the launcher-validity ones (nothing may start) and `hang`, whose worker is a named test double.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from harness.baselines import BaselineStore
+from harness.chat_request import MediaURLs
+from harness.judge import CaseJudge
+from harness.launch import launch
+from harness.paths import REPO_ROOT
+from harness.processes import TOPOLOGY_ID_ENV, marked_processes
+from harness.profile import Profile, load_profile
+from harness.topology import Topology, listening_ports
+from harness.verdict import Cause, TopologyFailure
+
+PROFILES = Path(__file__).parent / "profiles"
+HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
+
+
+def fault_profile(name: str, launcher_args: list[str] | None = None, **budget: float) -> Profile:
+    """A profile from tests/harness/profiles with cpu launcher args / budget fields replaced."""
+    profile = load_profile(PROFILES / f"{name}.yaml", REPO_ROOT)
+    assert profile.cpu is not None
+    cpu = profile.cpu
+    if launcher_args is not None:
+        cpu = cpu.model_copy(update={"launcher_args": launcher_args})
+    if budget:
+        cpu = cpu.model_copy(update={"budget": cpu.budget.model_copy(update=budget)})
+    return profile.model_copy(update={"cpu": cpu})
+
+
+@dataclass
+class FaultRun:
+    """What one fault scenario did."""
+
+    failure: TopologyFailure | None
+    verdict_s: float  # from the fault's own start (launch, kill, request sent, ...) to the verdict
+    from_launch_s: float  # from entering the topology to the verdict
+    timeout_only_s: float  # what a harness with only a timeout would have waited
+    leftovers: list[str]
+    listening: list[int]
+    timeline: list[dict[str, object]] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def cause(self) -> Cause | None:
+        return self.failure.cause if self.failure else None
+
+
+@dataclass
+class Clock:
+    """Monotonic start of the launch and of the fault itself (set by the scenario)."""
+
+    launch: float = 0.0
+    fault: float | None = None
+    fault_wall: float | None = None  # wall-clock fault time (e.g. a log file's mtime)
+    note: str = ""
+
+
+Body = Callable[[Topology, Clock], None]
+
+
+def run_fault(
+    profile: Profile,
+    body: Body | None = None,
+    *,
+    warmups: list[dict[str, Any]] | None = None,
+    before: Callable[[Topology], Any] | None = None,
+    after: Callable[[Topology, Clock], None] | None = None,
+    request_phase: bool = False,
+) -> FaultRun:
+    """Launch `profile` (cpu tier), run `body` once ready, and capture the named failure."""
+    topo = launch(profile, "cpu", profile.cases[0], warmups=warmups or [])
+    clock = Clock()
+    failure: TopologyFailure | None = None
+    with _held(before(topo) if before else None):
+        clock.launch = time.monotonic()
+        try:
+            with topo:
+                if body is not None:
+                    body(topo, clock)
+        except TopologyFailure as exc:
+            failure = exc
+        verdict_mono, verdict_wall = time.monotonic(), time.time()
+        if after is not None and failure is not None:
+            after(topo, clock)
+        if clock.fault_wall is not None:
+            clock.fault = verdict_mono - (verdict_wall - clock.fault_wall)
+        topo.stop()
+    budget = topo.plan.budget
+    leftovers = marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id)
+    start = clock.fault if clock.fault is not None else clock.launch
+    return FaultRun(
+        failure=failure,
+        verdict_s=round(verdict_mono - start, 3),
+        from_launch_s=round(verdict_mono - clock.launch, 3),
+        timeout_only_s=budget.request_s if request_phase else budget.total_s,
+        leftovers=[f"{p.pid} {' '.join(p.cmdline())[:80]}" for p in leftovers],
+        listening=listening_ports(topo.plan.ports.values()),
+        timeline=list(topo.timeline.events),
+        note=clock.note,
+    )
+
+
+@contextmanager
+def _held(resource: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if resource is not None:
+            resource.close()
+
+
+def died_at(log_name: str) -> Callable[[Topology, Clock], None]:
+    """Time the verdict from the last write to a log (≈ when the process that wrote it exited)."""
+
+    def after(topo: Topology, clock: Clock) -> None:
+        clock.fault_wall = (topo.plan.log_dir / log_name).stat().st_mtime
+        clock.note = f"timed from the last write to {log_name}"
+
+    return after
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+
+
+def launcher_invalid(kind: str, tmp: Path) -> FaultRun:
+    """missing / not_executable / bad_shebang: LAUNCHER_INVALID before anything starts."""
+    path = tmp / f"{kind}.sh"
+    if kind == "not_executable":
+        path.write_text("#!/usr/bin/env bash\nexit 0\n")
+        path.chmod(0o644)
+    elif kind == "bad_shebang":
+        path.write_text("#!/bin/sh\nexit 0\n")
+        path.chmod(0o755)
+    profile = fault_profile("mocker").model_copy(update={"launcher": str(path)})
+    return run_fault(profile)
+
+
+def crash_at_startup(tmp: Path) -> FaultRun:
+    """A bad flag: the real mocker's argparse exits 2. Timed from its log's last write."""
+    profile = fault_profile("mocker", ["--no-such-mocker-flag"])
+    return run_fault(profile, after=died_at("worker.log"))
+
+
+def crash_mid_test(tmp: Path) -> FaultRun:
+    """SIGKILL the worker while a long request is in flight: ROLE_EXITED within a poll."""
+    profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=20)
+
+    def body(topo: Topology, clock: Clock) -> None:
+        pid = int((topo.plan.log_dir / "worker.pid").read_text())
+
+        def kill() -> None:
+            time.sleep(1.0)
+            clock.fault = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+
+        threading.Thread(target=kill, daemon=True).start()
+        topo.post_chat({**HELLO, "max_tokens": 500})
+
+    return run_fault(profile, body, request_phase=True)
+
+
+def worker_exits_zero(tmp: Path) -> FaultRun:
+    """A second real mocker on the same endpoint with another model: Dynamo refuses it and the
+    process exits 0, silently. The harness must still name it (ROLE_EXITED, code 0)."""
+    profile = fault_profile("mocker_two_workers")
+    return run_fault(profile, after=died_at("second_worker.log"))
+
+
+def launcher_exits(tmp: Path) -> FaultRun:
+    """The launcher exits 3 right after starting its roles (they are orphaned, still running)."""
+    return run_fault(
+        fault_profile("mocker", ["--exit-launcher", "3"]), after=died_at("launcher.log")
+    )
+
+
+def hang(tmp: Path) -> FaultRun:
+    """TEST DOUBLE worker (`sleep infinity`): never opens its health port -> NEVER_REGISTERED
+    naming it at register_s, long before total_s."""
+    return run_fault(fault_profile("fault_double_silent_worker", register_s=5))
+
+
+def no_health_source(tmp: Path) -> FaultRun:
+    """The real mocker without DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS: 503 forever with every
+    endpoint ready. Timed from the first 'no_health_source' sample."""
+    run = run_fault(fault_profile("mocker", ["--no-health-source"]))
+    first = next((e for e in run.timeline if e["state"] == "no_health_source"), None)
+    if first is not None and run.failure is not None:
+        run.verdict_s = round(run.failure.evidence.elapsed_s - float(first["t"]), 3)  # type: ignore[arg-type]
+        run.note = "timed from the first no_health_source sample"
+    return run
+
+
+def never_registered(tmp: Path) -> FaultRun:
+    """The frontend discovers only namespace 'elsewhere'; the real worker registers in 'dynamo':
+    healthy, registered, but never listed -> NEVER_REGISTERED at register_s."""
+    return run_fault(fault_profile("mocker", ["--frontend-namespace", "elsewhere"], register_s=5))
+
+
+def port_squat(env_var: str) -> Callable[[Path], FaultRun]:
+    def scenario(tmp: Path) -> FaultRun:
+        """A foreign listener on a leased port before launch: PORT_IN_USE before any spawn."""
+
+        def squat(topo: Topology) -> socket.socket:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", topo.plan.ports[env_var]))
+            sock.listen()
+            return sock
+
+        return run_fault(fault_profile("mocker"), before=squat)
+
+    return scenario
+
+
+def request_hang(tmp: Path) -> FaultRun:
+    """A real mocker slowed 1000x: healthy and listed, but a 500-token answer takes minutes."""
+    profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=3)
+
+    def body(topo: Topology, clock: Clock) -> None:
+        clock.fault = time.monotonic()
+        topo.post_chat({**HELLO, "max_tokens": 500})
+
+    return run_fault(profile, body, request_phase=True)
+
+
+def _judge(topo: Topology, profile: Profile) -> CaseJudge:
+    urls = MediaURLs("", "", "", "", {})
+    return CaseJudge(profile, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)
+
+
+def http_error(tmp: Path) -> FaultRun:
+    """A request for a model the frontend does not serve: real 404 -> HTTP_ERROR (judge)."""
+    profile = fault_profile("mocker")
+
+    def body(topo: Topology, clock: Clock) -> None:
+        clock.fault = time.monotonic()
+        sent = {**HELLO, "model": "no-such-model"}
+        resp = topo.post_chat(sent)
+        _judge(topo, profile).judge(profile.cases[0], sent, resp)
+
+    return run_fault(profile, body, request_phase=True)
+
+
+def warmup_http_error(tmp: Path) -> FaultRun:
+    """A warm-up without max_tokens: the real mocker answers 400 each time -> HTTP_ERROR after
+    the readiness phase's repeat limit, not at total_s."""
+    bad = {"messages": HELLO["messages"]}
+    return run_fault(fault_profile("mocker"), warmups=[bad])
+
+
+def wrong_answer(tmp: Path) -> FaultRun:
+    """The mocker's token ids lie beyond the tiny tokenizer's vocabulary: content is null ->
+    the structure oracle says WRONG_ANSWER (judge)."""
+    profile = fault_profile("mocker")
+
+    def body(topo: Topology, clock: Clock) -> None:
+        clock.fault = time.monotonic()
+        resp = topo.post_chat(HELLO)
+        _judge(topo, profile).judge(profile.cases[0], HELLO, resp)
+
+    return run_fault(profile, body, request_phase=True)
+
+
+def phase_over_budget(tmp: Path) -> FaultRun:
+    """A warm-up for a model never listed: 404 is retried (not routable yet) until total_s."""
+    profile = fault_profile("mocker", total_s=6, register_s=5)
+    return run_fault(profile, warmups=[{**HELLO, "model": "never-listed"}])
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    cause: Cause
+    bound_s: float  # verdict_s must not exceed this
+    scenario: Callable[[Path], FaultRun]
+    role: str | None = None  # the role the verdict must name, if any
+
+
+FAULTS: list[Fault] = [
+    Fault("launcher_missing", Cause.LAUNCHER_INVALID, 1.0,
+          lambda tmp: launcher_invalid("missing", tmp)),
+    Fault("launcher_not_executable", Cause.LAUNCHER_INVALID, 1.0,
+          lambda tmp: launcher_invalid("not_executable", tmp)),
+    Fault("launcher_bad_shebang", Cause.LAUNCHER_INVALID, 1.0,
+          lambda tmp: launcher_invalid("bad_shebang", tmp)),
+    Fault("port_squat_frontend", Cause.PORT_IN_USE, 1.0, port_squat("DYN_HTTP_PORT")),
+    Fault("port_squat_worker", Cause.PORT_IN_USE, 1.0, port_squat("DYN_SYSTEM_PORT1")),
+    Fault("crash_at_startup", Cause.ROLE_EXITED, 1.5, crash_at_startup, role="worker"),
+    Fault("crash_mid_test", Cause.ROLE_EXITED, 1.0, crash_mid_test, role="worker"),
+    Fault("worker_exits_zero", Cause.ROLE_EXITED, 1.5, worker_exits_zero, role="second_worker"),
+    Fault("launcher_exits", Cause.LAUNCHER_EXITED, 1.5, launcher_exits),
+    Fault("hang_double", Cause.NEVER_REGISTERED, 7.0, hang, role="worker"),
+    Fault("no_health_source", Cause.NO_HEALTH_SOURCE, 3.0 + 5.0, no_health_source, role="worker"),
+    Fault("never_registered", Cause.NEVER_REGISTERED, 7.0, never_registered),
+    Fault("request_hang", Cause.REQUEST_TIMEOUT, 3.0 + 1.5, request_hang),
+    Fault("http_error", Cause.HTTP_ERROR, 2.0, http_error),
+    Fault("warmup_http_error", Cause.HTTP_ERROR, 15.0, warmup_http_error),
+    Fault("wrong_answer", Cause.WRONG_ANSWER, 2.0, wrong_answer),
+    Fault("phase_over_budget", Cause.PHASE_TIMEOUT, 6.0 + 1.5, phase_over_budget),
+]  # fmt: skip
+
+
+def healthy_readiness_overhead() -> dict[str, float]:
+    """A healthy mocker topology with one warm-up: seconds from the last worker turning ready
+    (timeline) to the first request being sent, and the other phase marks."""
+    topo = launch(fault_profile("mocker"), "cpu", fault_profile("mocker").cases[0], [HELLO])
+    first_sent: list[float] = []
+    original = topo.post_chat
+
+    def recording(body: dict[str, Any], check_roles: bool = True) -> requests.Response:
+        if not first_sent:
+            first_sent.append(topo.elapsed())
+        return original(body, check_roles)
+
+    topo.post_chat = recording  # type: ignore[method-assign]
+    with topo:
+        ready_s = topo.ready_s or 0.0
+    ready = [float(e["t"]) for e in topo.timeline.events if e["state"] == "ready"]  # type: ignore[arg-type]
+    last_ready = max(ready)
+    return {
+        "last_worker_ready_s": round(last_ready, 3),
+        "model_listed_s": topo.phase_times.get("model_listed", 0.0),
+        "first_request_s": round(first_sent[0], 3),
+        "ready_s": round(ready_s, 3),
+        "overhead_s": round(first_sent[0] - last_ready, 3),
+    }
