@@ -15,12 +15,11 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol
 
 import psutil
 
-from harness.lease_file import LeaseFile, OwnedLease, owner_create_time
+from harness.lease_file import HeldLease, LeaseFile, OwnedLease, owner_create_time
 
 GPUS_ENV = "HARNESS_GPUS"
 REGISTRY_ENV = "HARNESS_GPU_REGISTRY"
@@ -126,7 +125,7 @@ class GpuLeaseTimeout(TimeoutError):
 
 
 @dataclass
-class GpuLease:
+class GpuLease(HeldLease):
     """GPUs reserved for one case; pass `env()` to the processes that should use them."""
 
     indices: list[int]
@@ -147,22 +146,8 @@ class GpuLease:
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         }
 
-    def release(self) -> None:
-        """Give the GPUs back (idempotent)."""
-        if not self.released:
-            self.broker.release(self)
-            self.released = True
-
-    def __enter__(self) -> GpuLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
+    def _give_back(self) -> None:
+        self.broker.release(self)
 
 
 class GpuLeaseBroker:

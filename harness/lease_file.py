@@ -12,7 +12,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 import psutil
 from filelock import FileLock
@@ -110,3 +110,24 @@ class LeaseFile(Generic[LeaseT]):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
+
+
+class HeldLease:
+    """A lease a caller holds: `release()` gives it back once; also a context manager."""
+
+    released: bool
+
+    def _give_back(self) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Give the lease back (idempotent)."""
+        if not self.released:
+            self._give_back()
+            self.released = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

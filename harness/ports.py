@@ -14,9 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-from harness.lease_file import LeaseFile, OwnedLease, owner_create_time
+from harness.lease_file import HeldLease, LeaseFile, OwnedLease, owner_create_time
 
 REGISTRY_ENV = "HARNESS_PORT_REGISTRY"
 DEFAULT_REGISTRY = Path("/tmp/serve-harness/ports.json")
@@ -46,7 +45,7 @@ def port_is_bindable(port: int) -> bool:
 
 
 @dataclass
-class PortLease:
+class PortLease(HeldLease):
     """Ports leased under one id, by name (e.g. {"frontend": 20113, "encode": 20114})."""
 
     ports: dict[str, int]
@@ -54,22 +53,8 @@ class PortLease:
     registry: PortRegistry = field(repr=False)
     released: bool = False
 
-    def release(self) -> None:
-        """Give the ports back (idempotent)."""
-        if not self.released:
-            self.registry.release(self)
-            self.released = True
-
-    def __enter__(self) -> PortLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
+    def _give_back(self) -> None:
+        self.registry.release(self)
 
 
 class PortRegistry:

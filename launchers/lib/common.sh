@@ -196,3 +196,12 @@ start_frontend() {
   fi
   start_role frontend "$PYTHON" -m dynamo.frontend --http-host 127.0.0.1 --http-port "$http"
 }
+
+# The common start of every topology: layout flags, model defaults, event broker, frontend.
+begin_topology() {
+  parse_layout_args "$@"
+  MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
+  SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
+  start_event_broker
+  start_frontend
+}

@@ -5,13 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
-parse_layout_args "$@"
-
-MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
-SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
-
-start_event_broker
-start_frontend
+begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
 # Registers SglangHealthCheckPayload (init_llm.init_decode): /health follows the canary.
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \

@@ -5,18 +5,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
-parse_layout_args "$@"
-
-MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
-SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
+begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 CHAT_TEMPLATE=${SGLANG_CHAT_TEMPLATE:-qwen2-vl}
 # As upstream multimodal_epd.sh: nixl-read next to SGLang's NIXL backend; the frontend-decoding
 # variant runs with local transfer upstream (multimodal_e_pd_fd_qwen).
 EMBEDDING_MODE=nixl-read
 ((${#FRONTEND_DECODING[@]})) && EMBEDDING_MODE=local
-
-start_event_broker
-start_frontend
 
 # No health-check payload, but it sets system health itself once its model is registered
 # (dynamo/sglang/init_multimodal.py: runtime.set_health_status(True)); /health 200 = servable.

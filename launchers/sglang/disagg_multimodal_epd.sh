@@ -5,18 +5,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
-parse_layout_args "$@"
-
-MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
-SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
+begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 CHAT_TEMPLATE=${SGLANG_CHAT_TEMPLATE:-qwen2-vl}
 ENGINE=(--page-size 16 --tp-size 1 --trust-remote-code --skip-tokenizer-init)
 # Only prefill runs the bootstrap server (on --host, default 127.0.0.1); decode learns host
 # (SGLANG_HOST_IP), port and room from each prefill response, so it gets no bootstrap port.
 BOOTSTRAP_PORT=$(port SGLANG_BOOTSTRAP_PORT 12345)
-
-start_event_broker
-start_frontend
 
 # No health-check payload, but it sets system health itself once its model is registered
 # (dynamo/sglang/init_multimodal.py: runtime.set_health_status(True)); /health 200 = servable.

@@ -3,13 +3,7 @@
 # Usage: agg_multimodal.sh [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-parse_layout_args "$@"
-
-MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
-SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
-
-start_event_broker
-start_frontend
+begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
   start_role worker "$PYTHON" -m dynamo.vllm --model "$MODEL" \

@@ -3,13 +3,7 @@
 # Usage: disagg_multimodal_epd.sh [--single-gpu | --two-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-parse_layout_args "$@"
-
-MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}
-SERVED_MODEL_NAME=${SERVED_MODEL_NAME:-$MODEL}
-
-start_event_broker
-start_frontend
+begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
 # The encode worker registers no health-check payload: without this its /health is 503 forever.
 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' \

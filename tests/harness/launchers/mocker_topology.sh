@@ -43,7 +43,7 @@ if [[ -n $SECOND_MODEL ]]; then
     kill -0 "${_pids[-1]}" 2>/dev/null || break
     sleep 0.1
   done
-  DYN_SYSTEM_PORT="$(port DYN_SYSTEM_PORT2 8082)" \
+  DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_SYSTEM_PORT="$(port DYN_SYSTEM_PORT2 8082)" \
     start_role second_worker "$PYTHON" -m dynamo.mocker --model-path "$MODEL" \
     --model-name "$SECOND_MODEL" --speedup-ratio 0
 fi
