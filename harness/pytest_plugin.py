@@ -13,12 +13,13 @@ import pytest
 
 from harness.baselines import BaselineStore
 from harness.case_marks import mark_names
+from harness.case_order import order_key, recorded_durations
 from harness.chat_request import MediaURLs, warmup_bodies
 from harness.judge import CaseJudge
 from harness.paths import REPO_ROOT, cache_dir
 from harness.pool import TopologyPool
 from harness.processes import sweep_stale
-from harness.profile import TOPOLOGY_ORDER, load_profiles
+from harness.profile import load_profiles
 from harness.report.junit import junit_properties
 from harness.results import ResultsFile, result_record
 from harness.roles import tail
@@ -37,6 +38,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
     group.addoption("--results", default=None, help="append one JSON line per serve case here")
     group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
+    group.addoption(
+        "--durations-from",
+        default=str(REPO_ROOT / "runs" / "results.jsonl"),
+        help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -99,29 +105,17 @@ def _serve_case(item: pytest.Item) -> ServeCase | None:
     return callspec.params.get("serve_case") if callspec else None
 
 
-def _rank(sc: ServeCase) -> int:
-    topo = sc.profile.topology
-    return TOPOLOGY_ORDER.index(topo) if topo in TOPOLOGY_ORDER else len(TOPOLOGY_ORDER)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Serve cases after the harness's own tests, in harness.case_order's order."""
+    cases = [sc for item in items if (sc := _serve_case(item)) is not None]
+    path = config.getoption("--durations-from")
+    key = order_key(cases, recorded_durations(Path(path) if path else None))
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Baseline topologies first (agg, e_pd, epd), plain launches before flagged ones, and the
-    cases of one launch signature next to each other, so each signature launches once."""
-    rank: dict[str, int] = {}
-    for item in items:
+    def item_key(item: pytest.Item) -> tuple[Any, ...]:
         sc = _serve_case(item)
-        if sc is not None and sc.signature:
-            rank[sc.signature] = min(rank.get(sc.signature, 99), _rank(sc))
+        return (0,) if sc is None else (1, *key(sc))
 
-    def key(item: pytest.Item) -> tuple[Any, ...]:
-        sc = _serve_case(item)
-        if sc is None:
-            return (0,)
-        sig = sc.signature or ""
-        model = sc.profile.model.short_name
-        return (1, sc.profile.stack, model, rank.get(sig, 99), len(sc.case.launcher_args), sig)
-
-    items.sort(key=key)
+    items.sort(key=item_key)
 
 
 @pytest.fixture(scope="session")
