@@ -47,7 +47,7 @@ SHIMS = [
     ),
     *(
         Shim(
-            why="NIXL's progress thread busy-spins (delay hard-coded to 0): one core per idle agent",
+            why="NIXL's progress thread busy-spins (delay hard-coded to 0): a core per idle agent",
             relpath=f"{pkg}/_api.py",
             old="agent_config.pthrDelay = 0\n",
             new='agent_config.pthrDelay = int(__import__("os").environ.get('

@@ -1,4 +1,7 @@
-"""Loopback XSUB/XPUB proxy for Dynamo's ZMQ event plane. Usage: zmq_broker.py XSUB_PORT XPUB_PORT"""
+"""Loopback XSUB/XPUB proxy for Dynamo's ZMQ event plane.
+
+Usage: zmq_broker.py XSUB_PORT XPUB_PORT
+"""
 
 import sys
 

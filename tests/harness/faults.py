@@ -27,7 +27,7 @@ from harness.launch import launch
 from harness.paths import REPO_ROOT
 from harness.processes import TOPOLOGY_ID_ENV, marked_processes
 from harness.profile import Profile, load_profile
-from harness.topology import Topology, listening_ports
+from harness.topology import POLL_S, Topology, listening_ports
 from harness.verdict import Cause, TopologyFailure
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -58,6 +58,7 @@ class FaultRun:
     listening: list[int]
     timeline: list[dict[str, object]] = field(default_factory=list)
     note: str = ""
+    request_phase: bool = False  # a fault of one request: compare verdict_s with request_s
 
     @property
     def cause(self) -> Cause | None:
@@ -116,6 +117,7 @@ def run_fault(
         listening=listening_ports(topo.plan.ports.values()),
         timeline=list(topo.timeline.events),
         note=clock.note,
+        request_phase=request_phase,
     )
 
 
@@ -170,6 +172,7 @@ def crash_mid_test(tmp: Path) -> FaultRun:
         def kill() -> None:
             time.sleep(1.0)
             clock.fault = time.monotonic()
+            clock.note = "timed from the SIGKILL"
             os.kill(pid, signal.SIGKILL)
 
         threading.Thread(target=kill, daemon=True).start()
@@ -179,10 +182,18 @@ def crash_mid_test(tmp: Path) -> FaultRun:
 
 
 def worker_exits_zero(tmp: Path) -> FaultRun:
-    """A second real mocker on the same endpoint with another model: Dynamo refuses it and the
-    process exits 0, silently. The harness must still name it (ROLE_EXITED, code 0)."""
-    profile = fault_profile("mocker_two_workers")
-    return run_fault(profile, after=died_at("second_worker.log"))
+    """Something outside the harness SIGTERMs the ready worker: the real mocker deregisters and
+    exits cleanly, code 0. Still a dead role: ROLE_EXITED (code 0), timed from its last log write.
+    """
+
+    def body(topo: Topology, clock: Clock) -> None:
+        os.kill(int((topo.plan.log_dir / "worker.pid").read_text()), signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            topo.watch()
+            time.sleep(POLL_S)
+
+    return run_fault(fault_profile("mocker"), body, after=died_at("worker.log"))
 
 
 def launcher_exits(tmp: Path) -> FaultRun:
@@ -235,7 +246,7 @@ def request_hang(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=3)
 
     def body(topo: Topology, clock: Clock) -> None:
-        clock.fault = time.monotonic()
+        clock.fault, clock.note = time.monotonic(), "timed from the request"
         topo.post_chat({**HELLO, "max_tokens": 500})
 
     return run_fault(profile, body, request_phase=True)
@@ -251,7 +262,7 @@ def http_error(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker")
 
     def body(topo: Topology, clock: Clock) -> None:
-        clock.fault = time.monotonic()
+        clock.fault, clock.note = time.monotonic(), "timed from the request"
         sent = {**HELLO, "model": "no-such-model"}
         resp = topo.post_chat(sent)
         _judge(topo, profile).judge(profile.cases[0], sent, resp)
@@ -272,7 +283,7 @@ def wrong_answer(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker")
 
     def body(topo: Topology, clock: Clock) -> None:
-        clock.fault = time.monotonic()
+        clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
         _judge(topo, profile).judge(profile.cases[0], HELLO, resp)
 
@@ -292,6 +303,7 @@ class Fault:
     bound_s: float  # verdict_s must not exceed this
     scenario: Callable[[Path], FaultRun]
     role: str | None = None  # the role the verdict must name, if any
+    exit_code: int | None = None  # the exit code the verdict must carry, if any
 
 
 FAULTS: list[Fault] = [
@@ -303,10 +315,12 @@ FAULTS: list[Fault] = [
           lambda tmp: launcher_invalid("bad_shebang", tmp)),
     Fault("port_squat_frontend", Cause.PORT_IN_USE, 1.0, port_squat("DYN_HTTP_PORT")),
     Fault("port_squat_worker", Cause.PORT_IN_USE, 1.0, port_squat("DYN_SYSTEM_PORT1")),
-    Fault("crash_at_startup", Cause.ROLE_EXITED, 1.5, crash_at_startup, role="worker"),
+    Fault("crash_at_startup", Cause.ROLE_EXITED, 1.5, crash_at_startup, role="worker",
+          exit_code=2),
     Fault("crash_mid_test", Cause.ROLE_EXITED, 1.0, crash_mid_test, role="worker"),
-    Fault("worker_exits_zero", Cause.ROLE_EXITED, 1.5, worker_exits_zero, role="second_worker"),
-    Fault("launcher_exits", Cause.LAUNCHER_EXITED, 1.5, launcher_exits),
+    Fault("worker_exits_zero", Cause.ROLE_EXITED, 1.5, worker_exits_zero, role="worker",
+          exit_code=0),
+    Fault("launcher_exits", Cause.LAUNCHER_EXITED, 1.5, launcher_exits, exit_code=3),
     Fault("hang_double", Cause.NEVER_REGISTERED, 7.0, hang, role="worker"),
     Fault("no_health_source", Cause.NO_HEALTH_SOURCE, 3.0 + 5.0, no_health_source, role="worker"),
     Fault("never_registered", Cause.NEVER_REGISTERED, 7.0, never_registered),

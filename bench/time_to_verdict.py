@@ -1,0 +1,118 @@
+"""Time to verdict per fault, against what a timeout-only harness would have waited.
+
+Runs each fault scenario of tests/harness/faults.py once (real Dynamo frontend + mocker
+topologies), plus the two E/P/D seed regressions with real vLLM workers under --with-vllm, and
+prints: fault, cause, time to verdict (from the fault's own start: launch, kill, request, first
+'no health source' sample, or the dead process's last log write), time from launch, the budget a
+timeout-only harness would have waited (the profile's total budget; the request budget for faults
+of a request), and the ratio (time from launch, or from the request for request faults, over
+that budget). Then the readiness overhead on a healthy mocker topology: last worker ready
+(timeline) -> first request sent, goal <= 0.5 s. All measured in the same run.
+Usage: python bench/time_to_verdict.py [--with-vllm] [--only NAME ...]
+Run it under `flock /tmp/serve-harness-heavy.lock` when others share the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness, tests
+
+from harness.verdict import Cause
+from tests.harness.faults import (
+    FAULTS,
+    Fault,
+    FaultRun,
+    healthy_readiness_overhead,
+    run_fault,
+)
+
+READINESS_GOAL_S = 0.5
+
+
+def seed_faults() -> list[Fault]:
+    from tests.harness import test_seed_regressions as seed
+
+    def no_health_source(tmp: Path) -> FaultRun:
+        run = run_fault(seed.epd_profile(seed.launchers_copy(tmp, seed.HEALTH_LINE, "")))
+        first = next(
+            float(e["t"])  # type: ignore[arg-type]
+            for e in run.timeline
+            if e["role"] == "encode" and e["state"] == "no_health_source"
+        )
+        if run.failure is not None:
+            run.verdict_s = round(run.failure.evidence.elapsed_s - first, 3)
+            run.note = f"from encode's first no_health_source sample at {first:.1f} s"
+        return run
+
+    def encode_never_up(tmp: Path) -> FaultRun:
+        double = "start_role encode sleep infinity  # TEST DOUBLE\n"
+        launcher = seed.launchers_copy(tmp, seed.ENCODE_CMD, double)
+        return run_fault(seed.epd_profile(launcher, register_s=seed.REGISTER_S))
+
+    return [
+        Fault("seed_epd_encode_no_health_source", Cause.NO_HEALTH_SOURCE, 15.0, no_health_source,
+              role="encode"),
+        Fault("seed_epd_encode_never_up", Cause.NEVER_REGISTERED, seed.REGISTER_S + 5,
+              encode_never_up, role="encode"),
+    ]  # fmt: skip
+
+
+def measure(faults: list[Fault]) -> list[tuple[Fault, FaultRun]]:
+    out = []
+    for fault in faults:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = fault.scenario(Path(tmp))
+        out.append((fault, run))
+        print(f"  {fault.name}: {run.cause} in {run.verdict_s:.2f} s", file=sys.stderr)
+    return out
+
+
+def table(rows: list[tuple[Fault, FaultRun]]) -> str:
+    head = (
+        "fault",
+        "cause",
+        "verdict s",
+        "from launch s",
+        "timeout-only s",
+        "ratio",
+        "ok",
+        "timed",
+    )
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for fault, run in rows:
+        waited = run.verdict_s if run.request_phase else run.from_launch_s
+        ok = run.cause == fault.cause and run.verdict_s <= fault.bound_s and not run.leftovers
+        cells = (fault.name, str(run.cause), f"{run.verdict_s:.2f}", f"{run.from_launch_s:.2f}",
+                 f"{run.timeout_only_s:.0f}", f"{waited / run.timeout_only_s:.3f}",
+                 "yes" if ok else "NO", run.note or "from launch")  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--with-vllm", action="store_true", help="also the two E/P/D seeds")
+    parser.add_argument("--only", nargs="*", default=None, help="fault names to run")
+    args = parser.parse_args()
+    faults = FAULTS + (seed_faults() if args.with_vllm else [])
+    if args.only:
+        faults = [f for f in faults if f.name in args.only]
+    rows = measure(faults)
+    print(table(rows))
+    total_verdict = sum(r.from_launch_s for _, r in rows)
+    total_budget = sum(r.timeout_only_s for _, r in rows)
+    print(f"\nsum: {total_verdict:.1f} s to verdicts vs {total_budget:.0f} s timeout-only "
+          f"(ratio {total_verdict / total_budget:.3f})")  # fmt: skip
+    marks = healthy_readiness_overhead()
+    meets = "meets" if marks["overhead_s"] <= READINESS_GOAL_S else "MISSES"
+    print(f"readiness overhead (last worker ready -> first request): {marks['overhead_s']:.3f} s, "
+          f"{meets} the {READINESS_GOAL_S} s goal "
+          f"(ratio {marks['overhead_s'] / READINESS_GOAL_S:.3f}); marks {marks}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
