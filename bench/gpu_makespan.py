@@ -27,12 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.gpus import (
     MIB_PER_GIB,
-    CaseOrder,
-    FileOrder,
     GpuInventory,
-    LongestFirst,
     choose_gpus,
 )
+from harness.run_order import CaseOrder, FileOrder, LongestFirst
 
 GOAL_RATIO = 1.1
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.gpus import LongestFirst
 from harness.profile import TOPOLOGY_ORDER
 from harness.serve_case import ServeCase
+from harness.run_order import LongestFirst
 
 DEFAULT_GROUP_S = 300.0
 

@@ -14,10 +14,10 @@ from harness.gpus import (
     GpuLeaseBroker,
     GpuLeaseTimeout,
     GpuMemoryNotReturned,
-    LongestFirst,
     choose_gpus,
     wait_memory_returned,
 )
+from harness.run_order import LongestFirst
 
 GIB = 1024
 
