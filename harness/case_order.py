@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.profile import TOPOLOGY_ORDER
-from harness.serve_case import ServeCase
 from harness.run_order import LongestFirst
+from harness.serve_case import ServeCase
 
 DEFAULT_GROUP_S = 300.0
 
