@@ -173,6 +173,11 @@ def load_profile(path: Path, root: Path) -> Profile:
 
 def load_profiles(directory: Path, root: Path) -> list[Profile]:
     profiles = [load_profile(p, root) for p in sorted(directory.rglob("*.yaml"))]
+    names: dict[str, str] = {}
+    for p in profiles:
+        if p.name in names:
+            raise ProfileError(f"{p.source}: name: {p.name} is also the name of {names[p.name]}")
+        names[p.name] = p.source
     seen: dict[str, str] = {}
     for p in profiles:
         for case in p.cases:

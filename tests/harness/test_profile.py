@@ -80,3 +80,10 @@ def test_cpu_tier_absent_needs_a_reason(tmp_path: Path) -> None:
     text = GOOD.replace("cpu: {budget: {total_s: 100, register_s: 50}}\n", "")
     with pytest.raises(ProfileError, match="cpu_skip"):
         load_profile(write(tmp_path, text), REPO_ROOT)
+
+
+def test_duplicate_profile_names_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    (tmp_path / "b.yaml").write_text(GOOD.replace("short_name: m", "short_name: n"))
+    with pytest.raises(ProfileError, match=r"b\.yaml: name: t is also the name of .*a\.yaml"):
+        load_profiles(tmp_path, REPO_ROOT)
