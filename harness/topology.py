@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psutil
@@ -17,6 +15,8 @@ from harness.discovery import model_cards, registered_components
 from harness.footprint import tree_rss_mib
 from harness.health import HealthSample, HealthTimeline, probe
 from harness.launch_env import SCRATCH_SUBDIRS
+from harness.launcher_check import check_launcher
+from harness.listeners import foreign_listeners, listening_ports
 from harness.plan import LaunchPlan
 from harness.processes import ProcessReaper, StopReport, spawn_in_session
 from harness.readiness import Phase, default_phases
@@ -304,47 +304,3 @@ class Topology:
             detail={"registered": sorted(registered), "missing_roles": missing, "cards": cards},
             role=missing[0] if missing else None,
         )
-
-
-def check_launcher(plan: LaunchPlan) -> None:
-    path = plan.launcher
-    if not path.is_file():
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} does not exist")
-    if not os.access(path, os.X_OK):
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} is not executable")
-    first = path.read_bytes()[:64].split(b"\n", 1)[0]
-    if not first.startswith(b"#!") or b"bash" not in first:
-        raise TopologyFailure(
-            Cause.LAUNCHER_INVALID, f"launcher {path} has no bash shebang (first line {first!r})"
-        )
-
-
-def listening_ports(ports: Sequence[int] | Any) -> list[int]:
-    wanted = set(ports)
-    found = set()
-    with contextlib.suppress(psutil.AccessDenied):
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port in wanted:
-                found.add(conn.laddr.port)
-    return sorted(found)
-
-
-def foreign_listeners(ports: Mapping[str, int]) -> list[tuple[str, int, str]]:
-    """(name, port, who) for each leased port something already listens on. Called before the
-    spawn, so every listener is foreign: a squatter, or a leak of an earlier run."""
-    by_port = {port: name for name, port in ports.items()}
-    found: dict[int, str] = {}
-    with contextlib.suppress(psutil.AccessDenied):
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port in by_port:
-                found[conn.laddr.port] = _describe_pid(conn.pid)
-    return [(by_port[port], port, who) for port, who in sorted(found.items())]
-
-
-def _describe_pid(pid: int | None) -> str:
-    if pid is None:
-        return "pid unknown"
-    try:
-        return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:80]}"
-    except psutil.Error:
-        return f"pid {pid}"

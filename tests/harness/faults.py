@@ -24,10 +24,11 @@ from harness.baselines import BaselineStore
 from harness.chat_request import MediaURLs
 from harness.judge import CaseJudge
 from harness.launch import launch
+from harness.listeners import listening_ports
 from harness.paths import REPO_ROOT
 from harness.processes import TOPOLOGY_ID_ENV, marked_processes
 from harness.profile import Profile, load_profile
-from harness.topology import POLL_S, Topology, listening_ports
+from harness.topology import POLL_S, Topology
 from harness.verdict import Cause, TopologyFailure
 
 PROFILES = Path(__file__).parent / "profiles"

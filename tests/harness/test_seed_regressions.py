@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.launch import launch
+from harness.listeners import listening_ports
 from harness.paths import REPO_ROOT
 from harness.processes import TOPOLOGY_ID_ENV, marked_processes
 from harness.profile import Profile, load_profile
-from harness.topology import listening_ports
 from harness.verdict import Cause, TopologyFailure
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
