@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
     CLIPImageProcessor,
@@ -14,6 +13,7 @@ from transformers import (
     LlavaProcessor,
 )
 
+from harness.tiny_models.checkpoint import save_random_checkpoint
 from harness.tiny_models.tokenizer import fast_tokenizer
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<image>", "<pad>"]
@@ -115,15 +115,12 @@ def to_llava_hf_layout(weights_file: Path) -> None:
 def build(out_dir: Path, seed: int) -> None:
     """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
     proc = processor()
-    cfg = config(vocab_size=len(proc.tokenizer))
-    torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(cfg).to(torch.bfloat16)
-    model.generation_config = GenerationConfig(
+    generation = GenerationConfig(
         bos_token_id=TOKEN_ID["<s>"],
         eos_token_id=TOKEN_ID["</s>"],
         pad_token_id=TOKEN_ID["<pad>"],
         do_sample=False,
     )
-    model.save_pretrained(out_dir)
+    cfg = config(vocab_size=len(proc.tokenizer))
+    save_random_checkpoint(LlavaForConditionalGeneration, cfg, proc, generation, out_dir, seed)
     to_llava_hf_layout(out_dir / "model.safetensors")
-    proc.save_pretrained(out_dir)

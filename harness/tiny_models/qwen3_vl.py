@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from transformers import (
     GenerationConfig,
     Qwen2VLImageProcessor,
@@ -14,6 +13,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
+from harness.tiny_models.checkpoint import save_random_checkpoint
 from harness.tiny_models.tokenizer import fast_tokenizer
 
 SPECIAL_TOKENS = [
@@ -126,14 +126,11 @@ def processor() -> Qwen3VLProcessor:
 def build(out_dir: Path, seed: int) -> None:
     """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
     proc = processor()
-    cfg = config(vocab_size=len(proc.tokenizer))
-    torch.manual_seed(seed)
-    model = Qwen3VLForConditionalGeneration(cfg).to(torch.bfloat16)
-    model.generation_config = GenerationConfig(
+    generation = GenerationConfig(
         bos_token_id=TOKEN_ID["<|endoftext|>"],
         eos_token_id=[TOKEN_ID["<|im_end|>"], TOKEN_ID["<|endoftext|>"]],
         pad_token_id=TOKEN_ID["<|endoftext|>"],
         do_sample=False,
     )
-    model.save_pretrained(out_dir)
-    proc.save_pretrained(out_dir)
+    cfg = config(vocab_size=len(proc.tokenizer))
+    save_random_checkpoint(Qwen3VLForConditionalGeneration, cfg, proc, generation, out_dir, seed)
