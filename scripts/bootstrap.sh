@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Idempotent setup for the CPU tier: a venv keyed by the lock's hash, linked at .venv.
-#   scripts/bootstrap.sh           install (or reuse) the venv for requirements/cpu.lock
-#   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the lock
+# Idempotent setup: a venv keyed by the lock's hash, linked at .venv. CPU tier: the full lock
+# (requirements/cpu.lock, --no-deps) plus the compatibility shims; GPU tier: requirements/gpu.txt.
+#   scripts/bootstrap.sh           install (or reuse) the venv for this machine's tier
+#   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the CPU lock
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
 python=${HARNESS_PYTHON:-python3}
 lock=$root/requirements/cpu.lock
-key=$(cat "$lock" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
+# A GPU runner (NVML answers) gets the CUDA engines instead; HARNESS_TIER=cpu|gpu overrides.
+tier=${HARNESS_TIER:-}
+if [[ -z $tier ]]; then
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then tier=gpu; else tier=cpu; fi
+fi
+[[ $tier == gpu ]] && lock=$root/requirements/gpu.txt
+key=$tier-$(cat "$lock" "$root/requirements/harness.txt" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
 venv=$cache/venvs/$key
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -18,7 +25,11 @@ pip_in_venv() {
 }
 
 install_from_lock() {
-  pip_in_venv install -q --no-deps -r "$lock"
+  if [[ $tier == gpu ]]; then
+    pip_in_venv install -q -r "$lock"  # resolved on the runner: CUDA wheels differ per machine
+  else
+    pip_in_venv install -q --no-deps -r "$lock"
+  fi
 }
 
 relock() {
@@ -51,7 +62,10 @@ if [[ ! -f $venv/.complete ]]; then
   "$python" -m venv "$venv"
   pip_in_venv install -q --upgrade pip==25.3
   install_from_lock
-  "$venv/bin/python" "$root/scripts/apply_shims.py" "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
+  if [[ $tier == cpu ]]; then
+    "$venv/bin/python" "$root/scripts/apply_shims.py" \
+      "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
+  fi
   "$venv/bin/python" -c 'import vllm, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml' \
     || { log "import check failed in $venv"; exit 1; }
   touch "$venv/.complete"
