@@ -73,6 +73,15 @@ def serve_cases(config: pytest.Config) -> list[ServeCase]:
     return [ServeCase(p, c, tier) for p in profiles for c in p.cases]
 
 
+def xdist_group_name(sc: ServeCase) -> str:
+    """Under `pytest -n N --dist loadgroup`: on the GPU tier each launch is a unit of work; on the
+    CPU tier all topologies of one model stay on one worker, next to the baselines they compare
+    with (agg, then E/PD)."""
+    if sc.tier == "gpu":
+        return sc.signature or sc.test_id
+    return f"{sc.profile.stack}-{sc.profile.model.short_name}-cpu"
+
+
 def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
     p = sc.profile
     spec = p.tier(sc.tier)
@@ -83,7 +92,7 @@ def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
         requests_s = spec.budget.request_s * len(sc.requests)
         marks.append(pytest.mark.timeout(spec.budget.total_s + requests_s + REQUEST_MARGIN_S))
     if sc.signature:
-        marks.append(pytest.mark.xdist_group(sc.signature))
+        marks.append(pytest.mark.xdist_group(xdist_group_name(sc)))
     reason = sc.skip_reason(gpus_visible)
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
