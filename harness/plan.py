@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.launch_env import launcher_env
 from harness.paths import REPO_ROOT
 from harness.profile import Budget, CaseSpec, Profile, RoleSpec, Tier
-from harness.secrets import redact_env
+from harness.secrets import redact_env, scrub_text
 
 EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
 FRONTEND_PORT = "DYN_HTTP_PORT"
@@ -73,7 +73,7 @@ class LaunchPlan:
         return {
             "profile": self.profile,
             "tier": self.tier,
-            "argv": self.argv,
+            "argv": [scrub_text(arg, self.env) for arg in self.argv],
             "model": self.model,
             "ports": dict(self.ports),
             "roles": {r.name: r.health_url for r in self.roles},

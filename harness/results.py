@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import is_secret
+from harness.secrets import is_secret, scrub_text
 from harness.verdict import TopologyFailure
 
 if TYPE_CHECKING:
@@ -22,9 +23,9 @@ class ResultsFile:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, default=str)
         if any(is_secret(k) for k in record):
             raise ValueError("a results record must not carry secrets")
+        line = scrub_text(json.dumps(record, sort_keys=True, default=str), os.environ)
         with self._lock, self.path.open("a") as out:
             out.write(line + "\n")
 
