@@ -38,3 +38,19 @@ def _describe_pid(pid: int | None) -> str:
         return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:80]}"
     except psutil.Error:
         return f"pid {pid}"
+
+
+LOOPBACK = ("127.0.0.1", "::1")
+
+
+def exposed_listeners(pids: Iterable[int]) -> list[str]:
+    """'address:port (pid: cmdline)' for every socket these processes listen on beyond loopback."""
+    wanted = set(pids)
+    found = []
+    with contextlib.suppress(psutil.AccessDenied):
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status != psutil.CONN_LISTEN or conn.pid not in wanted or not conn.laddr:
+                continue
+            if conn.laddr.ip not in LOOPBACK:
+                found.append(f"{conn.laddr.ip}:{conn.laddr.port} ({_describe_pid(conn.pid)})")
+    return sorted(found)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
+from harness.listeners import exposed_listeners
 from harness.verdict import Cause
 
 if TYPE_CHECKING:
@@ -87,10 +88,28 @@ class WarmedUp:
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
 
 
+class LoopbackOnly:
+    """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
+
+    name = "loopback_only"
+
+    def done(self, topo: Topology) -> bool:
+        exposed = exposed_listeners(p.pid for p in topo.processes())
+        if exposed:
+            raise topo.failure(
+                Cause.EXPOSED_LISTENER,
+                f"listening beyond 127.0.0.1: {exposed}; bind it to 127.0.0.1 in the launcher",
+            )
+        return True
+
+    def waiting_for(self, topo: Topology) -> str:
+        return "the loopback check"
+
+
 def media_kinds(body: dict[str, Any]) -> list[str]:
     return [p["type"] for m in body.get("messages", []) for p in m.get("content", [])
             if isinstance(p, dict) and p.get("type") != "text"]  # fmt: skip
 
 
 def default_phases(warmups: Sequence[dict[str, Any]]) -> list[Phase]:
-    return [WorkersHealthy(), ModelListed(), WarmedUp(warmups)]
+    return [WorkersHealthy(), ModelListed(), WarmedUp(warmups), LoopbackOnly()]

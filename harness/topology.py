@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +19,13 @@ from harness.launch_env import SCRATCH_SUBDIRS
 from harness.launcher_check import check_launcher
 from harness.listeners import foreign_listeners, listening_ports
 from harness.plan import LaunchPlan
-from harness.processes import ProcessReaper, StopReport, spawn_in_session
+from harness.processes import (
+    TOPOLOGY_ID_ENV,
+    ProcessReaper,
+    StopReport,
+    marked_processes,
+    spawn_in_session,
+)
 from harness.readiness import Phase, default_phases
 from harness.roles import RoleTable, tail
 from harness.secrets import scrub_text
@@ -165,6 +172,14 @@ class Topology:
             release()
 
     # -- observation -----------------------------------------------------------------------
+    def processes(self) -> list[psutil.Process]:
+        """Every live process of this topology: the launcher's tree and anything marked."""
+        assert self.popen is not None
+        found = {p.pid: p for p in marked_processes(TOPOLOGY_ID_ENV, self.plan.topology_id)}
+        with contextlib.suppress(psutil.Error):
+            found.update({p.pid: p for p in [self.popen, *self.popen.children(recursive=True)]})
+        return list(found.values())
+
     def elapsed(self) -> float:
         return time.monotonic() - self.timeline.start
 

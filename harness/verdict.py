@@ -19,6 +19,7 @@ class Cause(StrEnum):
     WRONG_ANSWER = "wrong_answer"
     MODEL_NOT_CACHED = "model_not_cached"
     TEARDOWN_UNCLEAN = "teardown_unclean"
+    EXPOSED_LISTENER = "exposed_listener"
 
 
 @dataclass

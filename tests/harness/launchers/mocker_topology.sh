@@ -5,17 +5,19 @@
 #   --no-health-source        omit DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS: /health is 503 forever
 #   --exit-launcher CODE      start the roles, then the launcher itself exits with CODE
 #   --frontend-namespace NS   the frontend discovers models only in namespace NS
+#   --frontend-host HOST      the address the frontend binds (default 127.0.0.1)
 #   anything else             passed to the mocker worker (e.g. --startup-time 5, a bad flag)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../../launchers/lib/common.sh"
 
 HEALTH_ENV=(DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]')
-EXIT_LAUNCHER='' FRONTEND_NS=() WORKER_FLAGS=()
+EXIT_LAUNCHER='' FRONTEND_NS=() FRONTEND_HOST=127.0.0.1 WORKER_FLAGS=()
 while (($#)); do
   case $1 in
     --no-health-source) HEALTH_ENV=() ;;
     --exit-launcher) EXIT_LAUNCHER=$2; shift ;;
     --frontend-namespace) FRONTEND_NS=(--namespace "$2"); shift ;;
+    --frontend-host) FRONTEND_HOST=$2; shift ;;
     --) shift; WORKER_FLAGS+=("$@"); break ;;
     *) WORKER_FLAGS+=("$1") ;;
   esac
@@ -29,7 +31,7 @@ HTTP_PORT=$(port DYN_HTTP_PORT 8000)
 WORKER_PORT=$(port DYN_SYSTEM_PORT1 8081)
 
 start_event_broker
-start_role frontend "$PYTHON" -m dynamo.frontend --http-host 127.0.0.1 \
+start_role frontend "$PYTHON" -m dynamo.frontend --http-host "$FRONTEND_HOST" \
   --http-port "$HTTP_PORT" "${FRONTEND_NS[@]}"
 
 start_role worker env "${HEALTH_ENV[@]}" DYN_SYSTEM_PORT="$WORKER_PORT" \

@@ -1,0 +1,34 @@
+"""Everything a topology listens on is bound to loopback, or the harness names what is not."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.launch import launch
+from harness.listeners import listening_ports
+from harness.ports import PortRegistry
+from harness.processes import TOPOLOGY_ID_ENV, marked_processes
+from harness.verdict import Cause, TopologyFailure
+from tests.harness.faults import fault_profile
+
+
+def test_frontend_bound_to_all_interfaces_is_named(tmp_path: Path) -> None:
+    profile = fault_profile("mocker", launcher_args=["--frontend-host", "0.0.0.0"])
+    topo = launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"))
+    started = time.monotonic()
+    with pytest.raises(TopologyFailure) as err, topo:
+        pass
+    assert err.value.cause == Cause.EXPOSED_LISTENER
+    port = topo.plan.ports["DYN_HTTP_PORT"]
+    assert f"0.0.0.0:{port}" in err.value.message and "dynamo.frontend" in err.value.message
+    assert time.monotonic() - started < 30
+    assert not marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id)
+    assert not listening_ports(topo.plan.ports.values())
+
+
+def test_loopback_topology_passes_the_check(tmp_path: Path) -> None:
+    profile = fault_profile("mocker")
+    with launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json")) as t:
+        assert "loopback_only" in t.phase_times
+        assert len(t.processes()) >= 4  # launcher, event broker, frontend, worker
