@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -84,3 +85,13 @@ def launcher_env(
     )
     env.update(marker_env)
     return env
+
+
+def remove_scratch_of(environ: Mapping[str, str]) -> None:
+    """Remove the scratch dir a swept process used (found from its DYN_FILE_KV), if it is ours."""
+    kv = environ.get("DYN_FILE_KV")
+    if not kv:
+        return
+    scratch = Path(kv).parent
+    if scratch.name.startswith("harness-") and Path(kv).name == "discovery":
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -252,7 +252,11 @@ def _session_is_gone(proc: psutil.Process, session_pid: int) -> bool:
         return True
 
 
-def sweep_stale(checkout: str, grace_s: float = 2.0) -> list[str]:
+def sweep_stale(
+    checkout: str,
+    grace_s: float = 2.0,
+    cleanup: Callable[[dict[str, str]], None] | None = None,
+) -> list[str]:
     """Stop processes of `checkout` whose owning session (HARNESS_SESSION_PID) is gone.
 
     For the "pytest was kill -9'd" case: the next session calls this first. Processes of live
@@ -271,6 +275,9 @@ def sweep_stale(checkout: str, grace_s: float = 2.0) -> list[str]:
         for proc, environ in stale
     ]
     ProcessReaper().stop_processes([proc for proc, _ in stale], grace_s)
+    if cleanup is not None:
+        for _, environ in stale:
+            cleanup(environ)
     return descriptions
 
 

@@ -16,6 +16,7 @@ from harness.case_marks import mark_names
 from harness.case_order import order_key, recorded_durations
 from harness.chat_request import MediaURLs, warmup_bodies
 from harness.judge import CaseJudge
+from harness.launch_env import remove_scratch_of
 from harness.paths import REPO_ROOT, cache_dir
 from harness.pool import TopologyPool
 from harness.processes import sweep_stale
@@ -51,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.harness_gpus = visible_gpu_count()  # type: ignore[attr-defined]
     config.harness_swept = []  # type: ignore[attr-defined]
     if not hasattr(config, "workerinput"):
-        config.harness_swept = sweep_stale(str(REPO_ROOT))  # type: ignore[attr-defined]
+        swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
+        config.harness_swept = swept  # type: ignore[attr-defined]
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_interrupt)
 

@@ -76,6 +76,7 @@ def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
     proc = start_session(tmp_path, session)
     try:
         left = wait_for_roles(session, 4)
+        scratch = {Path(p.environ()["DYN_FILE_KV"]).parent for p in left if _has_kv(p)}
         proc.kill()  # pytest gets no chance to tear down
         proc.wait(timeout=10)
         time.sleep(0.5)
@@ -88,6 +89,14 @@ def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
         assert "swept a leftover of a dead session" in nxt.stdout
         assert any(str(pid) in nxt.stdout for pid in orphan_pids)
         wait_gone(session, 5.0)
+        assert scratch and not any(d.exists() for d in scratch), scratch
     finally:
         for p in marked_processes("HARNESS_SESSION_ID", session):
             p.kill()
+
+
+def _has_kv(proc: psutil.Process) -> bool:
+    try:
+        return "DYN_FILE_KV" in proc.environ()
+    except psutil.Error:
+        return False
