@@ -16,7 +16,12 @@ SUBCOMMANDS = ("list", "up", "audit", "affected", "report", "docker")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness",
+        description="Tools around the serve suite: list profiles, bring one topology up, audit "
+        "launchers without starting engines, map changed files to tests, render reports, run "
+        "the suite in a docker image.",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"harness.cli_{name}")
