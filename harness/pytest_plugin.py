@@ -15,6 +15,7 @@ from harness.baselines import BaselineStore
 from harness.case_marks import mark_names
 from harness.case_order import order_key, recorded_durations
 from harness.chat_request import MediaURLs, warmup_bodies
+from harness.gpu_slot import ADMISSION_TIMEOUT_S
 from harness.judge import CaseJudge
 from harness.launch_env import remove_scratch_of
 from harness.paths import REPO_ROOT, cache_dir
@@ -91,8 +92,11 @@ def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
     if sc.tier == "gpu":
         marks.append(pytest.mark.vram_gib(p.gpu.vram_gib))
     if spec is not None:
-        requests_s = spec.budget.request_s * len(sc.requests)
-        marks.append(pytest.mark.timeout(spec.budget.total_s + requests_s + REQUEST_MARGIN_S))
+        # pytest-timeout is the backstop behind the harness's own budget, never inside it.
+        limit = spec.budget.total_s + spec.budget.request_s * len(sc.requests) + REQUEST_MARGIN_S
+        if sc.tier == "gpu":
+            limit += ADMISSION_TIMEOUT_S
+        marks.append(pytest.mark.timeout(limit))
     if sc.signature:
         marks.append(pytest.mark.xdist_group(xdist_group_name(sc)))
     reason = sc.skip_reason(gpus_visible)
