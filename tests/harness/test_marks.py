@@ -1,0 +1,41 @@
+"""Marks the plugin gives each serve case: cadence, hardware, timeout above the harness budget."""
+
+import pytest
+
+from harness.paths import REPO_ROOT
+from harness.profile import load_profiles
+from harness.pytest_plugin import marks_for, xdist_group_name
+from harness.serve_case import ServeCase
+
+PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+
+
+def all_cases(tier: str) -> list[ServeCase]:
+    return [ServeCase(p, c, tier) for p in PROFILES for c in p.cases]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tier", ["cpu", "gpu"])
+def test_timeout_mark_is_above_every_budget(tier: str) -> None:
+    for sc in all_cases(tier):
+        spec = sc.profile.tier(sc.tier)
+        marks = {m.mark.name: m.mark for m in marks_for(sc, gpus_visible=8)}
+        if spec is None:
+            assert "timeout" not in marks and "skip" in marks
+            continue
+        budget = spec.budget.total_s + spec.budget.request_s * len(sc.requests)
+        assert marks["timeout"].args[0] > budget, sc.test_id
+
+
+def test_gpu_marks_name_hardware_and_cpu_skips_name_the_reason() -> None:
+    epd = next(sc for sc in all_cases("gpu") if sc.test_id == "mm_epd_llava-1.5-7b")
+    names = {m.mark.name: m.mark for m in marks_for(epd, gpus_visible=0)}
+    assert {"gpu_4", "vram_gib", "post_merge", "vllm", "multimodal"} <= set(names)
+    assert "needs 4 GPU(s)" in names["skip"].kwargs["reason"]
+    sglang = next(sc for sc in all_cases("cpu") if sc.profile.stack == "dynamo-sglang")
+    reason = {m.mark.name: m.mark for m in marks_for(sglang, 0)}["skip"].kwargs["reason"]
+    assert "CUDA-only" in reason
+
+
+def test_cpu_groups_keep_a_model_together() -> None:
+    groups = {xdist_group_name(sc) for sc in all_cases("cpu") if sc.profile.model.cpu == "qwen3_vl"}
+    assert groups == {"dynamo-vllm-qwen3-vl-2b-cpu"}
