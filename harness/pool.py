@@ -25,6 +25,7 @@ class TopologyPool:
         self.registry = registry or PortRegistry()
         self.current: Topology | None = None
         self.failed: dict[str, TopologyFailure] = {}
+        self.failed_topology: dict[str, Topology] = {}  # its timeline and logs, for evidence
         self.launched_here = False
 
     def get(self, profile: Profile, case: CaseSpec) -> Topology:
@@ -45,15 +46,24 @@ class TopologyPool:
             topo.__enter__()
         except TopologyFailure as failure:
             self.failed[signature] = failure
+            self.failed_topology[signature] = topo
             raise
         self.current = topo
         self.launched_here = True
         return topo
 
+    def topology_for(self, profile: Profile, case: CaseSpec) -> Topology | None:
+        """The live or failed topology this case ran (or tried to run) on."""
+        signature = launch_signature(profile, self.tier, case)
+        if self.current is not None and self.current.plan.signature == signature:
+            return self.current
+        return self.failed_topology.get(signature)
+
     def discard(self, failure: TopologyFailure) -> None:
         """The current topology broke mid-test: remember why, and take it down."""
         if self.current is not None:
             self.failed[self.current.plan.signature] = failure
+            self.failed_topology[self.current.plan.signature] = self.current
             self.close()
 
     def close(self) -> None:

@@ -68,7 +68,11 @@ def run_case(
     sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judge_for: Any, record: CaseRecord
 ) -> list[str]:
     """Launch (or reuse) the topology, send every request, judge each answer."""
-    topo = pool.get(sc.profile, sc.case)
+    try:
+        topo = pool.get(sc.profile, sc.case)
+    except TopologyFailure:
+        record.topology = pool.topology_for(sc.profile, sc.case)  # evidence of the failed launch
+        raise
     record.topology, record.reused = topo, not pool.launched_here
     judge: CaseJudge = judge_for(sc, topo)
     for request in sc.requests:

@@ -9,10 +9,13 @@ from typing import Any
 STATE_COLOURS = {
     "starting": "#9ecae1",
     "notready": "#fdae6b",
+    "no_health_source": "#756bb1",  # every endpoint ready, status notready: the seed bug
     "ready": "#74c476",
     "exited": "#de2d26",
     "unknown": "#bdbdbd",
 }
+# The harness's probe says "down" while a role's port does not answer yet.
+STATE_ALIASES = {"down": "starting"}
 LABEL_WIDTH = 130
 PLOT_WIDTH = 560
 LANE_HEIGHT = 22
@@ -23,7 +26,8 @@ LEGEND_HEIGHT = 22
 
 
 def state_colour(state: str) -> str:
-    """Colour of a health state; states outside the known five are drawn as "unknown"."""
+    """Colour of a health state; states not listed are drawn as "unknown"."""
+    state = STATE_ALIASES.get(state, state)
     return STATE_COLOURS.get(state, STATE_COLOURS["unknown"])
 
 
@@ -106,11 +110,12 @@ def timeline_svg(result: dict[str, Any]) -> str:
             f"{float(ready_s):.1f} s</title></line>"
         )
     legend_y = plot_bottom + AXIS_HEIGHT + 6
-    for index, (state, colour) in enumerate(STATE_COLOURS.items()):
-        x = LABEL_WIDTH + index * 90
+    x = LABEL_WIDTH
+    for state, colour in STATE_COLOURS.items():
         parts.append(
             f'<rect x="{x}" y="{legend_y}" width="12" height="12" fill="{colour}"/>'
             f'<text x="{x + 16}" y="{legend_y + 10}">{state}</text>'
         )
+        x += 28 + 7 * len(state)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
