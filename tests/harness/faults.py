@@ -27,7 +27,7 @@ from harness.launch import launch
 from harness.listeners import listening_ports
 from harness.paths import REPO_ROOT
 from harness.processes import TOPOLOGY_ID_ENV, marked_processes
-from harness.profile import Profile, load_profile
+from harness.profile import GpuExpect, Profile, Tier, load_profile
 from harness.topology import POLL_S, Topology
 from harness.verdict import Cause, TopologyFailure
 
@@ -253,9 +253,9 @@ def request_hang(tmp: Path) -> FaultRun:
     return run_fault(profile, body, request_phase=True)
 
 
-def _judge(topo: Topology, profile: Profile) -> CaseJudge:
+def _judge(topo: Topology, profile: Profile, tier: Tier = "cpu") -> CaseJudge:
     urls = MediaURLs("", "", "", "", {})
-    return CaseJudge(profile, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)
+    return CaseJudge(profile, tier, topo.plan.model, urls, BaselineStore(), topo.plan.signature)
 
 
 def http_error(tmp: Path) -> FaultRun:
@@ -279,14 +279,16 @@ def warmup_http_error(tmp: Path) -> FaultRun:
 
 
 def wrong_answer(tmp: Path) -> FaultRun:
-    """The mocker's token ids lie beyond the tiny tokenizer's vocabulary: content is null ->
-    the structure oracle says WRONG_ANSWER (judge)."""
+    """The mocker answers random tokens (mostly beyond the tiny vocabulary: null content), never
+    the word the case's keyword oracle wants -> WRONG_ANSWER from the structure or keyword oracle
+    (judge, GPU-tier expectations)."""
     profile = fault_profile("mocker")
+    request = profile.cases[0].model_copy(update={"gpu": GpuExpect(any_of=["green"])})
 
     def body(topo: Topology, clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
-        _judge(topo, profile).judge(profile.cases[0], HELLO, resp)
+        _judge(topo, profile, tier="gpu").judge(request, HELLO, resp)
 
     return run_fault(profile, body, request_phase=True)
 
