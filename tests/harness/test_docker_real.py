@@ -79,17 +79,24 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     assert containers_of(proc.pid) == []
 
 
-def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
+def start_sleeping_container(tmp_path: Path) -> subprocess.Popen[str]:
+    """`harness docker` running `sleep 600`, returned once its container is running."""
     proc = subprocess.Popen(
         harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not [c for c in containers_of(proc.pid) if c.status == "running"]:
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            raise AssertionError(f"container never started: {proc.communicate()}")
+        time.sleep(0.2)
+    return proc
+
+
+def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
+    proc = start_sleeping_container(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not [c for c in containers_of(proc.pid) if c.status == "running"]:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "container never started"
-            time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         signalled = time.monotonic()
         _, err = proc.communicate(timeout=60)
@@ -106,15 +113,8 @@ def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
 
 
 def test_sigterm_removes_the_container(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = start_sleeping_container(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not containers_of(proc.pid):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     finally:
