@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli_common import CliError, reports_user_errors
+from harness.docker_orphans import remove_orphans
 from harness.docker_run import (
     DockerRunError,
     DockerRunSpec,
@@ -108,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     client = docker_client()
     from docker.errors import ImageNotFound
+
+    orphans = remove_orphans(client)
+    if orphans:
+        print(
+            f"harness docker: removed {len(orphans)} container(s) a killed run left: "
+            + ", ".join(orphans),
+            file=sys.stderr,
+        )
 
     results_dir.mkdir(parents=True, exist_ok=True)
     try:

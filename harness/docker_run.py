@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import signal
 import sys
@@ -13,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from harness.docker_orphans import owner_labels
 from harness.secrets import redact_env, scrub_text
 
-LABEL = "serve-harness"
-OWNER_LABEL = "serve-harness.owner-pid"
 RESULTS_TARGET = "/results"
 HF_CACHE_TARGET = "/root/.cache/huggingface"
 ENV_ALLOWED = ("HF_TOKEN", "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES")
@@ -172,6 +170,29 @@ def stream_scrubbed(chunks: Iterator[bytes], env: Mapping[str, str], out: IO[byt
         out.flush()
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C / SIGTERM arriving inside the block are held and raised (as KeyboardInterrupt) when
+    it ends.
+
+    Around create + start: an interrupt landing while the daemon answers would otherwise leave a
+    container whose handle the caller never received (seen in CI). Handlers, not a signal mask:
+    a masked signal is still taken by any other thread, and Python then runs it in this one."""
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if held:
+        raise KeyboardInterrupt(f"signal {held[0]}")
+
+
 def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None) -> int:
     """Start the container, stream its logs, return its exit code; it is removed whatever
     happens (normal exit, error, Ctrl-C, SIGTERM)."""
@@ -179,18 +200,19 @@ def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None
     container = None
     with interrupt_on_term():
         try:
-            container = client.containers.run(
-                spec.image,
-                spec.command,
-                detach=True,
-                network_mode="host",
-                ipc_mode="host",
-                working_dir=spec.workdir,
-                environment=dict(spec.env),
-                mounts=docker_mounts(spec.mounts),
-                device_requests=device_requests(spec.gpus),
-                labels={LABEL: "1", OWNER_LABEL: str(os.getpid()), **spec.labels},
-            )
+            with signals_deferred():
+                container = client.containers.create(
+                    spec.image,
+                    spec.command,
+                    network_mode="host",
+                    ipc_mode="host",
+                    working_dir=spec.workdir,
+                    environment=dict(spec.env),
+                    mounts=docker_mounts(spec.mounts),
+                    device_requests=device_requests(spec.gpus),
+                    labels={**owner_labels(), **spec.labels},
+                )
+                container.start()
             stream_scrubbed(container.logs(stream=True, follow=True), spec.env, out)
             return int(container.wait()["StatusCode"])
         finally:

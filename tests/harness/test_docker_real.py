@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.docker_run import LABEL, OWNER_LABEL
+from harness.docker_orphans import LABEL, OWNER_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_DOCKER_IMAGE", "serve-harness/busybox:local")
@@ -79,19 +79,33 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     assert containers_of(proc.pid) == []
 
 
-def start_sleeping_container(tmp_path: Path) -> subprocess.Popen[str]:
-    """`harness docker` running `sleep 600`, returned once its container is running."""
+def start_sleeping_container(
+    tmp_path: Path, states: tuple[str, ...] = ("running",), poll_s: float = 0.2
+) -> subprocess.Popen[str]:
+    """`harness docker` running `sleep 600`, returned once its container is in one of `states`."""
     proc = subprocess.Popen(
         harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while not [c for c in containers_of(proc.pid) if c.status == "running"]:
+    while not [c for c in containers_of(proc.pid) if c.status in states]:
         if proc.poll() is not None or time.monotonic() >= deadline:
             proc.kill()
             raise AssertionError(f"container never started: {proc.communicate()}")
-        time.sleep(0.2)
+        time.sleep(poll_s)
     return proc
+
+
+def terminate_and_wait(proc: subprocess.Popen[str], signum: int) -> str:
+    """Send `signum`, wait for exit; returns stderr. Kills the harness if it hangs."""
+    try:
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err
 
 
 def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
@@ -114,12 +128,39 @@ def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
 
 def test_sigterm_removes_the_container(tmp_path: Path) -> None:
     proc = start_sleeping_container(tmp_path)
-    try:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130
+    err = terminate_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == 130, err
     assert containers_of(proc.pid) == []
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_sigterm_while_the_container_starts_removes_it(tmp_path: Path, attempt: int) -> None:
+    """Regression (CI): SIGTERM landing while the daemon answered `start` left the container
+    running, because the harness never got its handle. The signal is now held over create+start."""
+    proc = start_sleeping_container(tmp_path, states=("created", "running"), poll_s=0.01)
+    err = terminate_and_wait(proc, signal.SIGTERM)
+    assert proc.returncode == 130, err
+    assert containers_of(proc.pid) == []
+
+
+def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL gives the harness no chance to clean up; the next `harness docker` does it."""
+    killed = start_sleeping_container(tmp_path / "killed")
+    killed.kill()
+    killed.communicate()
+    assert [c.status for c in containers_of(killed.pid)] == ["running"]
+    bystander = CLIENT.containers.run(
+        IMAGE, ["sleep", "600"], detach=True, labels={LABEL: "1", OWNER_LABEL: str(os.getpid())}
+    )  # labelled by hand, no owner host/start time: the sweep must leave it alone
+    try:
+        proc = subprocess.run(
+            harness_docker("--results-dir", str(tmp_path / "next"), "--command", "true"),
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "removed 1 container(s) a killed run left" in proc.stderr
+        assert containers_of(killed.pid) == []
+        bystander.reload()
+        assert bystander.status == "running"
+    finally:
+        bystander.remove(force=True)
