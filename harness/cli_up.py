@@ -4,7 +4,6 @@ Ctrl-C or SIGTERM, then tear it down and verify nothing is left (no process, no 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from harness.cli_common import (
     reports_user_errors,
 )
 from harness.launch import launch
+from harness.signal_handlers import handling
 from harness.tier import detect_tier
 from harness.topology import Topology
 from harness.verdict import TopologyFailure
@@ -79,12 +79,8 @@ def interrupt_on_term() -> Iterator[None]:
         seen.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with handling(handler):
         yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def serve_until_interrupted(topo: Topology) -> None:

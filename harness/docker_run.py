@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from harness.docker_orphans import owner_labels
 from harness.secrets import redact_env, scrub_text
+from harness.signal_handlers import handling, raise_interrupt
 
 RESULTS_TARGET = "/results"
 HF_CACHE_TARGET = "/root/.cache/huggingface"
@@ -142,20 +143,6 @@ def device_requests(gpus: str | None) -> list[Any]:
     return [] if count is None else [DeviceRequest(count=count, capabilities=[["gpu"]])]
 
 
-@contextlib.contextmanager
-def interrupt_on_term() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) while the container runs."""
-
-    def raise_interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def stream_scrubbed(chunks: Iterator[bytes], env: Mapping[str, str], out: IO[bytes]) -> None:
     """Copy container output line by line, with every secret value replaced by ***."""
     pending = b""
@@ -183,12 +170,8 @@ def signals_deferred() -> Iterator[None]:
     def hold(signum: int, frame: object) -> None:
         held.append(signum)
 
-    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with handling(hold):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     if held:
         raise KeyboardInterrupt(f"signal {held[0]}")
 
@@ -198,7 +181,7 @@ def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None
     happens (normal exit, error, Ctrl-C, SIGTERM)."""
     out = out or sys.stdout.buffer
     container = None
-    with interrupt_on_term():
+    with handling(raise_interrupt, (signal.SIGTERM,)):
         try:
             with signals_deferred():
                 container = client.containers.create(
@@ -224,14 +207,10 @@ def remove_container(container: Any) -> None:
     """Kill (if running) and remove; a second Ctrl-C cannot cut this short."""
     from docker.errors import APIError, NotFound
 
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with handling(signal.SIG_IGN):
         with contextlib.suppress(NotFound, APIError):
             container.reload()
             if container.status == "running":
                 container.kill()
         with contextlib.suppress(NotFound):
             container.remove(force=True)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

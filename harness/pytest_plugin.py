@@ -27,6 +27,7 @@ from harness.results import ResultsFile, result_record
 from harness.roles import tail
 from harness.secrets import scrub_text
 from harness.serve_case import CaseRecord, ServeCase, run_case
+from harness.signal_handlers import raise_interrupt
 from harness.tier import detect_tier, visible_gpu_count
 from harness.verdict import TopologyFailure
 
@@ -56,11 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
         swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
         config.harness_swept = swept  # type: ignore[attr-defined]
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, raise_interrupt)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
