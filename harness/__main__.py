@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from harness.cli_common import CliError
 from harness.profile import ProfileError
 
-SUBCOMMANDS = ("list", "up", "audit", "affected", "report", "docker")
+SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m harness",
-        description="Tools around the serve suite: list profiles, bring one topology up, audit "
-        "launchers without starting engines, map changed files to tests, render reports, run "
-        "the suite in a docker image.",
+        description="Tools around the serve suite: check this machine, list profiles, bring one "
+        "topology up, audit launchers without starting engines, map changed files to tests, "
+        "render reports, run the suite in a docker image.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:

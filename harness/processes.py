@@ -252,16 +252,9 @@ def _session_is_gone(proc: psutil.Process, session_pid: int) -> bool:
         return True
 
 
-def sweep_stale(
-    checkout: str,
-    grace_s: float = 2.0,
-    cleanup: Callable[[dict[str, str]], None] | None = None,
-) -> list[str]:
-    """Stop processes of `checkout` whose owning session (HARNESS_SESSION_PID) is gone.
-
-    For the "pytest was kill -9'd" case: the next session calls this first. Processes of live
-    sessions and of other checkouts are left alone. Returns one description per process stopped.
-    """
+def stale_processes(checkout: str) -> list[tuple[psutil.Process, dict[str, str]]]:
+    """Processes of `checkout` whose owning session (HARNESS_SESSION_PID) is gone, with their
+    environments. Processes of live sessions and of other checkouts are not listed."""
     stale: list[tuple[psutil.Process, dict[str, str]]] = []
     for proc in marked_processes(CHECKOUT_ENV, checkout):
         with contextlib.suppress(psutil.Error, KeyError, ValueError):
@@ -269,11 +262,25 @@ def sweep_stale(
             session_pid = int(environ[SESSION_PID_ENV])  # no owner named: not ours to judge
             if session_pid > 0 and _session_is_gone(proc, session_pid):
                 stale.append((proc, environ))
-    descriptions = [
+    return stale
+
+
+def describe_stale(proc: psutil.Process, environ: Mapping[str, str]) -> str:
+    return (
         f"pid {proc.pid} ({_cmdline(proc)}) of dead session pid "
         f"{environ.get(SESSION_PID_ENV, '?')}, topology {environ.get(TOPOLOGY_ID_ENV, '?')}"
-        for proc, environ in stale
-    ]
+    )
+
+
+def sweep_stale(
+    checkout: str,
+    grace_s: float = 2.0,
+    cleanup: Callable[[dict[str, str]], None] | None = None,
+) -> list[str]:
+    """Stop the stale processes of `checkout` (for the "pytest was kill -9'd" case: the next
+    session calls this first). Returns one description per process stopped."""
+    stale = stale_processes(checkout)
+    descriptions = [describe_stale(proc, environ) for proc, environ in stale]
     ProcessReaper().stop_processes([proc for proc, _ in stale], grace_s)
     if cleanup is not None:
         for _, environ in stale:

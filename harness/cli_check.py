@@ -1,0 +1,33 @@
+"""`python -m harness check [--tier]`: can this machine run the serve suite? One line per check
+(ok / warn / fail); exit 1 if any check fails. Starts no topology and stops nothing."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli_common import add_profiles_option, profiles_in, reports_user_errors
+from harness.machine_check import check_machine, nvml_inventory
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "check", help="can this machine run the serve suite (tier, packages, models, leftovers)"
+    )
+    parser.add_argument("--tier", default="auto", choices=["auto", "cpu", "gpu"])
+    add_profiles_option(parser)
+    return parser
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    from harness.tier import detect_tier
+
+    inventory, nvml_error = nvml_inventory()
+    tier = detect_tier(args.tier)
+    findings = check_machine(profiles_in(args.profiles), tier, inventory, nvml_error)
+    for finding in findings:
+        print(finding.line(), flush=True)
+    failed = [f for f in findings if f.status == "fail"]
+    print(f"{len(failed)} failed, {sum(f.status == 'warn' for f in findings)} warning(s)")
+    return 1 if failed else 0

@@ -1,0 +1,146 @@
+"""`harness check`: each check against real packages, the real shim script, real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+
+from harness.gpus import GpuDevice, GpuInventory
+from harness.machine_check import (
+    Finding,
+    extra_findings,
+    installed_version,
+    leftover_findings,
+    lock_findings,
+    memory_findings,
+    shim_findings,
+    tier_findings,
+)
+from harness.ports import PortRegistry
+from harness.processes import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIM_SCRIPT = REPO_ROOT / "scripts" / "apply_shims.py"
+
+
+def statuses(findings: list[Finding]) -> list[str]:
+    return [f.status for f in findings]
+
+
+def test_lock_names_each_package_off_its_pin(tmp_path: Path) -> None:
+    lock = tmp_path / "x.lock"
+    psutil_version = installed_version("psutil")
+    lock.write_text(
+        f"# comment\npsutil=={psutil_version}\nfilelock==0.0.1\nnot-a-real-package==1.0\n"
+    )
+    [finding] = lock_findings(lock, installed_version)
+    assert finding.status == "fail"
+    assert f"filelock {installed_version('filelock')} (pinned 0.0.1)" in finding.detail
+    assert "not-a-real-package missing (pinned 1.0)" in finding.detail
+    assert "psutil" not in finding.detail
+    lock.write_text(f"psutil=={psutil_version}\n")
+    assert statuses(lock_findings(lock, installed_version)) == ["ok"]
+
+
+def test_gpu_engine_is_checked_against_ai_dynamos_own_extra() -> None:
+    requires = [
+        "psutil>=1; extra == 'vllm'",
+        "vllm-not-installed==0.31.0; extra == 'vllm'",
+        "sglang-not-installed==0.5.21; extra == 'sglang'",
+        "filelock",
+    ]
+    [vllm] = extra_findings(["dynamo-vllm", "dynamo-vllm"], requires, installed_version)
+    assert vllm.status == "fail"
+    assert "vllm-not-installed missing (wants ==0.31.0)" in vllm.detail
+    assert "pip install 'ai-dynamo[vllm]==1.6.1'" in vllm.detail
+    assert "psutil" not in vllm.detail and "sglang" not in vllm.detail
+    satisfied = ["psutil>=1; extra == 'sglang'"]
+    assert statuses(extra_findings(["dynamo-sglang"], satisfied, installed_version)) == ["ok"]
+
+
+def test_shims_missing_then_applied_by_the_real_script(tmp_path: Path) -> None:
+    shims = __import__("runpy").run_path(str(SHIM_SCRIPT), run_name="apply_shims")["SHIMS"]
+    for shim in shims:
+        target = tmp_path / shim.relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or shim.old not in target.read_text():
+            target.write_text((target.read_text() if target.exists() else "") + shim.old)
+    [before] = shim_findings(tmp_path, SHIM_SCRIPT)
+    assert before.status == "fail"
+    assert "torchvision/_meta_registrations.py" in before.detail
+    subprocess.run([sys.executable, str(SHIM_SCRIPT), str(tmp_path)], check=True)
+    assert statuses(shim_findings(tmp_path, SHIM_SCRIPT)) == ["ok"]
+
+
+def test_tier_lines_say_why() -> None:
+    none = tier_findings("cpu", GpuInventory(()), "NVMLError_LibraryNotFound: no driver")
+    assert [f.line() for f in none] == [
+        "ok    tier        cpu: no GPU seen (NVMLError_LibraryNotFound: no driver)"
+    ]
+    assert statuses(tier_findings("gpu", GpuInventory(()), None)) == ["warn"]
+    two = GpuInventory(tuple(GpuDevice(i, "H200", 143360, 140000) for i in range(2)))
+    found = tier_findings("gpu", two, None)
+    assert statuses(found) == ["ok", "ok", "ok"]
+    assert found[1].detail == "0: H200, 137 of 140 GiB free"
+
+
+def test_memory_warns_below_what_the_cpu_epd_needs() -> None:
+    assert statuses(memory_findings("cpu", 4 * 2**30, 2)) == ["warn"]
+    assert statuses(memory_findings("cpu", 20 * 2**30, 1)) == ["warn"]
+    assert statuses(memory_findings("cpu", 20 * 2**30, 2)) == ["ok"]
+
+
+def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> None:
+    checkout = f"/checkout-{uuid.uuid4().hex}"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    env = {**os.environ, CHECKOUT_ENV: checkout, SESSION_PID_ENV: str(dead.pid),
+           TOPOLOGY_ID_ENV: "t-left"}  # fmt: skip
+    orphan = subprocess.Popen(["sleep", "300"], env=env)
+    try:
+        registry = PortRegistry(tmp_path / "ports.json")
+        lease = registry.lease(["HTTP"], tag="check")
+        findings = leftover_findings(checkout, registry)
+        assert statuses(findings) == ["warn", "ok"]
+        assert f"pid {orphan.pid} (sleep 300) of dead session pid {dead.pid}" in findings[0].detail
+        ports_json = tmp_path / "ports.json"
+        assert (
+            findings[1].detail == f"1 live port lease(s) in {ports_json}, owners pid {os.getpid()}"
+        )
+        assert psutil.pid_exists(orphan.pid) and orphan.poll() is None
+        lease.release()
+        assert "0 live port lease(s)" in leftover_findings(checkout, registry)[1].detail
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert statuses(leftover_findings(checkout, registry)) == ["ok", "ok"]
+
+
+def harness_check(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "check", *args], cwd=REPO_ROOT,
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_cli_passes_on_this_bootstrapped_cpu_machine() -> None:
+    run = harness_check("--tier", "cpu")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok    packages    " in run.stdout and "installed as pinned" in run.stdout
+    assert "ok    shims" in run.stdout
+    assert "0 failed" in run.stdout.splitlines()[-1]
+
+
+def test_cli_names_the_missing_gpu_models_and_fails(tmp_path: Path) -> None:
+    run = harness_check("--tier", "gpu", HARNESS_GPUS="1x80", HF_HOME=str(tmp_path))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "ok    tier        gpu: 1 GPU(s) seen by $HARNESS_GPUS (simulated)" in run.stdout
+    assert (
+        "fail  model       Qwen/Qwen3-VL-2B-Instruct is not in the Hugging Face cache "
+        f"({tmp_path}); run: huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in run.stdout
+    )
