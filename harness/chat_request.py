@@ -12,7 +12,10 @@ from harness.media import MediaSet, data_url
 from harness.profile import MediaKind, RequestSpec
 
 PART_TYPE = {"image_url": "image_url", "image_b64": "image_url", "video_url": "video_url",
-             "video_b64": "video_url"}  # fmt: skip
+             "video_b64": "video_url", "image_url_bare": "image_url",
+             "image_url_missing": "image_url"}  # fmt: skip
+MALFORMED: set[MediaKind] = {"image_url_bare", "image_url_missing"}
+MISSING_FILE = "missing.png"
 WARMUP_PROMPT = {"image": "Describe the image.", "video": "Describe the video."}
 
 
@@ -24,6 +27,7 @@ class MediaURLs:
     image_b64: str
     video_url: str
     video_b64: str
+    image_url_missing: str
     files: dict[str, Path]
 
     @classmethod
@@ -34,11 +38,12 @@ class MediaURLs:
             image_b64=data_url(image),
             video_url=server.url_for(video.name),
             video_b64=data_url(video),
+            image_url_missing=server.url_for(MISSING_FILE),
             files={server.url_for(image.name): image, server.url_for(video.name): video},
         )
 
     def url(self, kind: MediaKind) -> str:
-        return str(getattr(self, kind))
+        return str(getattr(self, "image_url" if kind == "image_url_bare" else kind))
 
     def fetch(self, url: str) -> bytes:
         """Bytes behind one of our http URLs (for the token-count oracle, without HTTP)."""
@@ -49,7 +54,8 @@ def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: Me
     parts: list[dict[str, Any]] = []
     for kind in media:
         part = PART_TYPE[kind]
-        parts.append({"type": part, part: {"url": urls.url(kind)}})
+        value = urls.url(kind) if kind == "image_url_bare" else {"url": urls.url(kind)}
+        parts.append({"type": part, part: value})
     parts.append({"type": "text", "text": prompt})
     return {
         "messages": [{"role": "user", "content": parts}],
@@ -66,7 +72,7 @@ def request_body(request: RequestSpec, urls: MediaURLs) -> dict:
 def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs) -> list[dict]:
     """One short request per media kind (plus text) so every stage has served before timing."""
     bodies = [chat_body("Say hello.", [], 2, urls)]
-    for kind in sorted(set(kinds)):
+    for kind in sorted(set(kinds) - MALFORMED):
         bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
     return bodies
 

@@ -8,7 +8,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-MediaKind = Literal["image_url", "image_b64", "video_url", "video_b64"]
+MediaKind = Literal[
+    "image_url", "image_b64", "video_url", "video_b64",
+    # Bad input a client sends by mistake: the server must refuse it and keep serving.
+    "image_url_bare",  # `"image_url": "http://…"` (a string, not {"url": …})
+    "image_url_missing",  # a URL the asset server answers 404
+]  # fmt: skip
 Tier = Literal["cpu", "gpu"]
 CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
 TOPOLOGY_ORDER = ("agg", "agg_video", "e_pd", "epd", "epd_video", "p_d")
@@ -35,6 +40,7 @@ class RoleSpec(Strict):
 
 class GpuExpect(Strict):
     status: int = 200
+    error_contains: str | None = None
     all_of: list[str] = []
     any_of: list[str] = []
 

@@ -254,7 +254,7 @@ def request_hang(tmp: Path) -> FaultRun:
 
 
 def _judge(topo: Topology, profile: Profile, tier: Tier = "cpu") -> CaseJudge:
-    urls = MediaURLs("", "", "", "", {})
+    urls = MediaURLs("", "", "", "", "", {})
     return CaseJudge(profile, tier, topo.plan.model, urls, BaselineStore(), topo.plan.signature)
 
 

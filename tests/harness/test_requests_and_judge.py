@@ -14,7 +14,8 @@ from harness.profile import RequestSpec, load_profiles
 from harness.verdict import Cause, TopologyFailure
 
 URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
-                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==", files={})  # fmt: skip
+                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",
+                 "http://127.0.0.1:1/missing.png", files={})  # fmt: skip
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
@@ -47,8 +48,16 @@ def test_fingerprint_treats_url_and_base64_as_same_media() -> None:
     assert fingerprint(a) == fingerprint(b) != fingerprint(c)
 
 
+def test_malformed_media_kinds_build_the_mistake_they_name() -> None:
+    bare, missing = chat_body("What?", ["image_url_bare", "image_url_missing"], 7, URLS)[
+        "messages"
+    ][0]["content"][:2]
+    assert bare == {"type": "image_url", "image_url": "http://127.0.0.1:1/i.png"}
+    assert missing == {"type": "image_url", "image_url": {"url": "http://127.0.0.1:1/missing.png"}}
+
+
 def test_warmups_cover_each_media_kind_once() -> None:
-    bodies = warmup_bodies(["image_url", "image_url", "video_b64"], URLS)
+    bodies = warmup_bodies(["image_url", "image_url", "video_b64", "image_url_bare"], URLS)
     kinds = [[p["type"] for p in b["messages"][0]["content"]] for b in bodies]
     assert kinds == [["text"], ["image_url", "text"], ["video_url", "text"]]
 
@@ -79,6 +88,17 @@ def test_status_mismatch_is_http_error_or_wrong_answer() -> None:
         judge.judge(refused_case, {}, response(200, answer("a triangle")))
     assert err.value.cause == Cause.WRONG_ANSWER
     assert judge.judge(refused_case, {}, response(400, {"message": "Bad Request"}))
+
+
+@pytest.mark.parametrize("tier", ["gpu", "cpu"])
+def test_refusal_must_say_why_on_both_tiers(tier: str) -> None:
+    bad = next(c for c in PROFILES["epd_qwen3-vl-2b"].cases if c.suffix == "bad_input")
+    judge = judge_for("epd_qwen3-vl-2b", tier, BaselineStore(), "s")
+    deserialize = "data did not match any variant of untagged enum ChatCompletionRequest…"
+    assert judge.judge(bad, {}, response(400, {"message": deserialize}))
+    with pytest.raises(TopologyFailure) as err:
+        judge.judge(bad, {}, response(400, {"message": "Bad Request"}))
+    assert err.value.cause == Cause.WRONG_ANSWER and "error body lacks" in err.value.message
 
 
 def test_cross_topology_equality_needs_a_different_launch() -> None:
