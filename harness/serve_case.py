@@ -11,6 +11,7 @@ from harness.judge import CaseJudge, content_of
 from harness.plan import launch_signature
 from harness.pool import TopologyPool
 from harness.profile import CaseSpec, Profile, RequestSpec, Tier
+from harness.tier import missing_engine
 from harness.topology import Topology
 from harness.verdict import TopologyFailure
 
@@ -40,7 +41,7 @@ class ServeCase:
         if need > gpus_visible:
             vram = self.profile.gpu.vram_gib
             return f"needs {need} GPU(s) with {vram:g} GiB; {gpus_visible} visible"
-        return None
+        return missing_engine(self.profile.stack)
 
     @property
     def signature(self) -> str | None:

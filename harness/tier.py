@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from harness.gpus import GpuInventory
@@ -20,3 +21,18 @@ def detect_tier(requested: str = "auto") -> Tier:
     if requested != "auto":
         raise ValueError(f"--tier must be auto, cpu or gpu, not {requested!r}")
     return "gpu" if visible_gpu_count() > 0 else "cpu"
+
+
+STACK_ENGINE = {"dynamo-vllm": "vllm", "dynamo-sglang": "sglang"}
+
+
+def missing_engine(stack: str) -> str | None:
+    """Why this venv cannot serve `stack` (its engine does not import), or None. A GPU runner's
+    venv holds one engine (HARNESS_GPU_STACK); the other stack's cases are skipped, not failed."""
+    engine = STACK_ENGINE[stack]
+    if importlib.util.find_spec(engine) is None:
+        return (
+            f"{engine} is not installed in this venv; a {stack} GPU runner bootstraps with "
+            f"HARNESS_GPU_STACK={engine} scripts/bootstrap.sh"
+        )
+    return None

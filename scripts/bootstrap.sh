@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: a venv keyed by the lock's hash, linked at .venv. CPU tier: the full lock
-# (requirements/cpu.lock, --no-deps) plus the compatibility shims; GPU tier: requirements/gpu.txt.
+# (requirements/cpu.lock, --no-deps) plus the compatibility shims; GPU tier:
+# requirements/gpu-$HARNESS_GPU_STACK.txt (vllm by default, or sglang) then ai-dynamo --no-deps.
 #   scripts/bootstrap.sh           install (or reuse) the venv for this machine's tier
 #   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the CPU lock
 set -euo pipefail
@@ -13,7 +14,10 @@ tier=${HARNESS_TIER:-}
 if [[ -z $tier ]]; then
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then tier=gpu; else tier=cpu; fi
 fi
-[[ $tier == gpu ]] && lock=$root/requirements/gpu.txt
+gpu_stack=${HARNESS_GPU_STACK:-vllm}
+[[ $gpu_stack == vllm || $gpu_stack == sglang ]] \
+  || { echo "[bootstrap] HARNESS_GPU_STACK must be vllm or sglang, not '$gpu_stack'" >&2; exit 2; }
+[[ $tier == gpu ]] && lock=$root/requirements/gpu-$gpu_stack.txt
 key=$tier-$(cat "$lock" "$root/requirements/harness.txt" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
 venv=$cache/venvs/$key
 
@@ -27,6 +31,7 @@ pip_in_venv() {
 install_from_lock() {
   if [[ $tier == gpu ]]; then
     pip_in_venv install -q -r "$lock"  # resolved on the runner: CUDA wheels differ per machine
+    pip_in_venv install -q --no-deps ai-dynamo==1.6.1
   else
     pip_in_venv install -q --no-deps -r "$lock"
   fi
@@ -66,7 +71,9 @@ if [[ ! -f $venv/.complete ]]; then
     "$venv/bin/python" "$root/scripts/apply_shims.py" \
       "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
   fi
-  "$venv/bin/python" -c 'import vllm, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml' \
+  engine=vllm
+  [[ $tier == gpu ]] && engine=$gpu_stack
+  "$venv/bin/python" -c "import $engine, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml" \
     || { log "import check failed in $venv"; exit 1; }
   touch "$venv/.complete"
   log "venv ready in $((SECONDS - start)) s"

