@@ -27,7 +27,7 @@ from harness.profile import Profile, Tier
 from harness.tier import STACK_ENGINE
 from harness.verdict import TopologyFailure
 
-Status = Literal["ok", "warn", "fail"]
+Status = Literal["ok", "info", "warn", "fail"]  # info: reported, not judged
 DYNAMO = "ai-dynamo"
 # ai-dynamo requires it, but it is a stub sdist fetched from outside PyPI and only the planner
 # uses it, so bootstrap installs ai-dynamo with --no-deps (requirements/gpu-vllm.txt).
@@ -153,7 +153,13 @@ def model_findings(profiles: Sequence[Profile], tier: Tier) -> list[Finding]:
     findings = []
     if tier == "cpu":
         for family in sorted({p.model.cpu for p in profiles if p.model.cpu}):
-            findings.append(Finding("ok", "model", f"tiny {family}: {build_tiny_model(family)}"))
+            try:
+                findings.append(
+                    Finding("ok", "model", f"tiny {family}: {build_tiny_model(family)}")
+                )
+            except Exception as exc:  # any reason the first test would fail the same way
+                findings.append(Finding("fail", "model", f"tiny {family} does not build: "
+                                        f"{type(exc).__name__}: {exc}"))  # fmt: skip
         return findings
     for repo_id in sorted({p.model.gpu for p in profiles}):
         try:
@@ -168,7 +174,7 @@ def memory_findings(tier: Tier, available_bytes: int, cores: int) -> list[Findin
     """CPU tier: room for the largest topology (E/P/D ~4.7 GiB) and at least two cores."""
     available = available_bytes / 2**30
     if tier == "gpu":
-        return [Finding("ok", "memory", f"{available:.1f} GiB available, {cores} cores")]
+        return [Finding("info", "memory", f"{available:.1f} GiB available, {cores} cores")]
     short = available < CPU_MEMORY_NEED_GIB or cores < 2
     return [
         Finding(
@@ -191,7 +197,7 @@ def leftover_findings(checkout: str, registry: PortRegistry) -> list[Finding]:
     leases = registry.leases()
     owners = sorted({lease.owner_pid for lease in leases})
     findings.append(
-        Finding("ok", "ports", f"{len(leases)} live port lease(s) in {registry.path}"
+        Finding("info", "ports", f"{len(leases)} live port lease(s) in {registry.path}"
                 + (f", owners pid {', '.join(map(str, owners))}" if owners else ""))
     )  # fmt: skip
     return findings

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 from harness.gpus import GpuDevice, GpuInventory
 from harness.machine_check import (
@@ -18,11 +19,13 @@ from harness.machine_check import (
     leftover_findings,
     lock_findings,
     memory_findings,
+    model_findings,
     shim_findings,
     tier_findings,
 )
 from harness.ports import PortRegistry
 from harness.processes import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
+from harness.profile import load_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIM_SCRIPT = REPO_ROOT / "scripts" / "apply_shims.py"
@@ -107,6 +110,21 @@ def test_memory_warns_below_what_the_cpu_epd_needs() -> None:
     assert statuses(memory_findings("cpu", 20 * 2**30, 2)) == ["ok"]
 
 
+def test_a_tiny_model_that_cannot_build_fails_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("a file where the model cache should be")
+    monkeypatch.setenv("HARNESS_CACHE", str(not_a_dir))
+    qwen = [
+        p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT) if p.name == "agg_qwen3-vl-2b"
+    ]
+    [finding] = model_findings(qwen, "cpu")
+    assert finding.status == "fail"
+    assert finding.detail.startswith("tiny qwen3_vl does not build: ")
+    assert str(not_a_dir) in finding.detail
+
+
 def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> None:
     checkout = f"/checkout-{uuid.uuid4().hex}"
     dead = subprocess.Popen(["true"])
@@ -118,7 +136,7 @@ def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> N
         registry = PortRegistry(tmp_path / "ports.json")
         lease = registry.lease(["HTTP"], tag="check")
         findings = leftover_findings(checkout, registry)
-        assert statuses(findings) == ["warn", "ok"]
+        assert statuses(findings) == ["warn", "info"]
         assert f"pid {orphan.pid} (sleep 300) of dead session pid {dead.pid}" in findings[0].detail
         ports_json = tmp_path / "ports.json"
         assert (
@@ -130,7 +148,7 @@ def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> N
     finally:
         orphan.kill()
         orphan.wait()
-    assert statuses(leftover_findings(checkout, registry)) == ["ok", "ok"]
+    assert statuses(leftover_findings(checkout, registry)) == ["ok", "info"]
 
 
 def harness_check(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
