@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
 from harness.footprint import tree_cpu_s, tree_rss_mib
 from harness.launch import launch

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
 from harness.launch import launch
 from harness.paths import REPO_ROOT
