@@ -19,7 +19,7 @@ import psutil
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.gpus import GPUS_ENV, GpuInventory
+from harness.gpus import GPUS_ENV, GpuDevice, GpuInventory
 from harness.paths import REPO_ROOT
 from harness.ports import PortRegistry
 from harness.processes import describe_stale, stale_processes
@@ -34,6 +34,8 @@ DYNAMO = "ai-dynamo"
 NOT_INSTALLED = {"aisimulate"}
 # Peak RSS of the largest CPU topology (E/P/D, bench/footprint.py) plus headroom for pytest.
 CPU_MEMORY_NEED_GIB = 6.0
+# An idle GPU shows a few hundred MiB in use (driver, context); vLLM's own tests allow 2 GiB.
+GPU_IDLE_USED_GIB = 2.0
 
 
 @dataclass(frozen=True)
@@ -50,16 +52,25 @@ def tier_findings(tier: Tier, inventory: GpuInventory, nvml_error: str | None) -
     """Which tier runs and why; on the GPU tier, each GPU and its free memory."""
     if inventory.devices:
         source = f"${GPUS_ENV} (simulated)" if _simulated() else "NVML"
-        gpus = [
-            Finding("ok", "gpu", f"{d.index}: {d.name}, {d.free_mib / 1024:.0f} of "
-                    f"{d.total_mib / 1024:.0f} GiB free")
-            for d in inventory.devices
-        ]  # fmt: skip
+        gpus = [gpu_finding(d) for d in inventory.devices]
         seen = f"{len(inventory.devices)} GPU(s) seen by {source}"
     else:
         gpus, seen = [], f"no GPU seen ({nvml_error or 'NVML reports 0 devices'})"
     status: Status = "warn" if tier == "gpu" and not inventory.devices else "ok"
     return [Finding(status, "tier", f"{tier}: {seen}"), *gpus]
+
+
+def gpu_finding(device: GpuDevice) -> Finding:
+    """A GPU already holding memory before any test (another job, a leaked engine) is a warning:
+    cases leased onto it may not fit."""
+    used_gib = (device.total_mib - device.free_mib) / 1024
+    detail = (
+        f"{device.index}: {device.name}, {device.free_mib / 1024:.0f} of "
+        f"{device.total_mib / 1024:.0f} GiB free"
+    )
+    if used_gib > GPU_IDLE_USED_GIB:
+        return Finding("warn", "gpu", f"{detail}; {used_gib:.1f} GiB held by another process")
+    return Finding("ok", "gpu", detail)
 
 
 def _simulated() -> bool:

@@ -98,10 +98,11 @@ def test_tier_lines_say_why() -> None:
         "ok    tier        cpu: no GPU seen (NVMLError_LibraryNotFound: no driver)"
     ]
     assert statuses(tier_findings("gpu", GpuInventory(()), None)) == ["warn"]
-    two = GpuInventory(tuple(GpuDevice(i, "H200", 143360, 140000) for i in range(2)))
-    found = tier_findings("gpu", two, None)
-    assert statuses(found) == ["ok", "ok", "ok"]
-    assert found[1].detail == "0: H200, 137 of 140 GiB free"
+    idle, busy = GpuDevice(0, "H200", 143360, 142848), GpuDevice(1, "H200", 143360, 122880)
+    found = tier_findings("gpu", GpuInventory((idle, busy)), None)
+    assert statuses(found) == ["ok", "ok", "warn"]
+    assert found[1].detail == "0: H200, 140 of 140 GiB free"
+    assert found[2].detail == "1: H200, 120 of 140 GiB free; 20.0 GiB held by another process"
 
 
 def test_memory_warns_below_what_the_cpu_epd_needs() -> None:
