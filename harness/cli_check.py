@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from harness.cli_common import add_profiles_option, profiles_in, reports_user_errors
 from harness.machine_check import check_machine, nvml_inventory
+from harness.secrets import scrub_text
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     tier = detect_tier(args.tier)
     findings = check_machine(profiles_in(args.profiles), tier, inventory, nvml_error)
     for finding in findings:
-        print(finding.line(), flush=True)
+        print(scrub_text(finding.line(), os.environ), flush=True)  # e.g. a token in a URL
     failed = [f for f in findings if f.status == "fail"]
     print(f"{len(failed)} failed, {sum(f.status == 'warn' for f in findings)} warning(s)")
     return 1 if failed else 0

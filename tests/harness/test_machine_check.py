@@ -171,7 +171,12 @@ def test_cli_passes_on_this_bootstrapped_cpu_machine() -> None:
 
 
 def test_cli_names_the_missing_gpu_models_and_fails(tmp_path: Path) -> None:
-    run = harness_check("--tier", "gpu", HARNESS_GPUS="1x80", HF_HOME=str(tmp_path))
+    hf_home = tmp_path / "hf_tok_SECRET42"  # a secret that reaches a message stays out of it
+    run = harness_check(
+        "--tier", "gpu", HARNESS_GPUS="1x80", HF_HOME=str(hf_home), HF_TOKEN="hf_tok_SECRET42"
+    )
+    assert "SECRET42" not in run.stdout + run.stderr
+    tmp_path = tmp_path / "***"
     assert run.returncode == 1, run.stdout + run.stderr
     assert "ok    tier        gpu: 1 GPU(s) seen by $HARNESS_GPUS (simulated)" in run.stdout
     assert (
