@@ -1,5 +1,8 @@
 """GPU-tier launches on a simulated inventory: GPUs leased per case, released on every path."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,7 @@ def test_uncached_model_fails_fast_and_gives_gpus_back(
         launch(profile, "gpu", profile.cases[0], registry=registry)
     assert err.value.cause == Cause.MODEL_NOT_CACHED
     assert "huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in err.value.message
+    assert "HARNESS_DOWNLOAD_MODELS=1" in err.value.message
     assert simulated.leases() == []
     assert registry.leases() == []
 
@@ -42,3 +46,26 @@ def test_case_needing_more_gpus_than_exist_is_refused(simulated: GpuLeaseBroker)
     with pytest.raises(Exception, match=r"4|GPU"):
         launch(profile, "gpu", profile.cases[0])
     assert simulated.leases() == []
+
+
+def test_opt_in_download_tries_once_under_a_lock_and_names_why_it_failed(tmp_path: Path) -> None:
+    """HARNESS_DOWNLOAD_MODELS=1 against a hub that refuses connections (real huggingface_hub)."""
+    script = (
+        "from harness.tier_models import ensure_cached\n"
+        "from harness.verdict import TopologyFailure\n"
+        "try:\n    ensure_cached('Qwen/Qwen3-VL-2B-Instruct')\n"
+        "except TopologyFailure as failure:\n    print(failure.cause, failure.message)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env |= {"HARNESS_DOWNLOAD_MODELS": "1", "HF_HOME": str(tmp_path),
+            "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert run.stdout.startswith("model_not_cached Qwen/Qwen3-VL-2B-Instruct is not in the "), (
+        run.stdout + run.stderr
+    )
+    assert "downloading it failed (" in run.stdout and "Connection refused" in run.stdout
+    assert "huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in run.stdout
+    assert (tmp_path / "serve-harness-locks" / "Qwen--Qwen3-VL-2B-Instruct.lock").exists()
