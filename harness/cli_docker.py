@@ -16,6 +16,7 @@ from harness.docker_orphans import remove_orphans
 from harness.docker_run import (
     DockerRunError,
     DockerRunSpec,
+    ImageUnavailable,
     build_mounts,
     container_env,
     gpu_count,
@@ -108,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     client = docker_client()
-    from docker.errors import ImageNotFound
-
     orphans = remove_orphans(client)
     if orphans:
         print(
@@ -121,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     try:
         code = run_container(spec, client)
-    except ImageNotFound:
-        raise CliError(f"--image {args.image}: not found locally; pull or build it") from None
+    except ImageUnavailable as exc:
+        raise CliError(f"--image {args.image}: {exc}") from None
     except KeyboardInterrupt:
         print("harness docker: interrupted; container removed", file=sys.stderr)
         return 130

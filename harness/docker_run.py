@@ -176,10 +176,32 @@ def signals_deferred() -> Iterator[None]:
         raise KeyboardInterrupt(f"signal {held[0]}")
 
 
+class ImageUnavailable(RuntimeError):
+    """The image is neither local nor pullable; the message says why."""
+
+
+def ensure_image(client: Any, image: str, say: IO[str]) -> None:
+    """Like `docker run`: a missing image is pulled first (interruptible; nothing to clean up)."""
+    from docker.errors import APIError, ImageNotFound
+
+    try:
+        client.images.get(image)
+        return
+    except ImageNotFound:
+        pass
+    print(f"harness docker: {image} is not local; pulling it", file=say, flush=True)
+    try:
+        client.images.pull(image)  # the SDK splits tag / @digest / registry port itself
+    except APIError as exc:
+        reason = str(getattr(exc, "explanation", None) or exc).splitlines()[0][:300]
+        raise ImageUnavailable(f"not found locally and the pull failed: {reason}") from None
+
+
 def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None) -> int:
     """Start the container, stream its logs, return its exit code; it is removed whatever
     happens (normal exit, error, Ctrl-C, SIGTERM)."""
     out = out or sys.stdout.buffer
+    ensure_image(client, spec.image, sys.stderr)
     container = None
     with handling(raise_interrupt, (signal.SIGTERM,)):
         try:

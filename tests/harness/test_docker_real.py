@@ -164,3 +164,20 @@ def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> N
         assert bystander.status == "running"
     finally:
         bystander.remove(force=True)
+
+
+def test_a_missing_image_is_pulled_like_docker_run_and_a_failed_pull_is_named(
+    tmp_path: Path,
+) -> None:
+    """No registry is reachable here, so the pull fails for real; the error says so, exit 2."""
+    missing = "serve-harness/never-built:local"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "docker", "--image", missing, "--results-dir",
+         str(tmp_path), "--command", "true"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"harness docker: {missing} is not local; pulling it" in proc.stderr
+    assert f"harness docker: --image {missing}: not found locally and the pull failed: " in (
+        proc.stderr
+    )
