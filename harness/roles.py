@@ -14,12 +14,33 @@ LOG_TAIL_LINES = 30
 EXIT_LINE = re.compile(r"launcher: role (\S+) \(pid (\d+)\) exited with code (\d+)")
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A worker's system port logs an ERROR for every 503 it answers, i.e. for each of the harness's
+# own /health polls while it starts: dozens of lines that would push the real cause out of a tail.
+HEALTH_POLL_503 = re.compile(r"tower_http::trace::on_failure.*Status code: 503")
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines worth reading: colour codes stripped, the health-poll 503 lines
+    folded into one note."""
     try:
         data = path.read_bytes()[-64_000:]
     except FileNotFoundError:
         return f"(no log at {path})"
-    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+    text = ANSI_ESCAPE.sub("", data.decode(errors="replace"))
+    return "\n".join(fold_health_polls(text.splitlines())[-lines:])
+
+
+def fold_health_polls(lines: list[str]) -> list[str]:
+    """Drop the health-poll 503 lines; one note, where the last of them was, says how many."""
+    kept = [line for line in lines if not HEALTH_POLL_503.search(line)]
+    dropped = len(lines) - len(kept)
+    if not dropped:
+        return lines
+    last = max(i for i, line in enumerate(lines) if HEALTH_POLL_503.search(line))
+    at = last + 1 - dropped  # index in `kept` just after the last dropped line
+    note = f"[{dropped} x '503 Service Unavailable' lines from the harness's /health polls, elided]"
+    return [*kept[:at], note, *kept[at:]]
 
 
 @dataclass
