@@ -29,6 +29,7 @@ from harness.processes import (
 from harness.readiness import Phase, default_phases
 from harness.roles import RoleTable, tail
 from harness.secrets import scrub_text
+from harness.signal_handlers import term_raises_interrupt
 from harness.verdict import Cause, Evidence, TopologyFailure
 
 POLL_S = 0.25
@@ -62,6 +63,7 @@ class Topology:
         self._polls = 0
         self._on_release = on_release
         self._http = requests.Session()
+        self._restore_sigterm: Callable[[], None] = lambda: None
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Topology:
@@ -93,6 +95,9 @@ class Topology:
             exc.evidence.detail["teardown"] = unclean.message
 
     def start(self) -> None:
+        # A script that launches a topology and is then SIGTERMed (CI timeout, `timeout`) must
+        # still tear it down: seen with bench/teardown_speed.py under `timeout`.
+        self._restore_sigterm = term_raises_interrupt()
         check_launcher(self.plan)
         squatted = foreign_listeners(self.plan.ports)
         if squatted:
@@ -165,8 +170,10 @@ class Topology:
         return self.stop_report
 
     def _release(self) -> None:
-        """Give the leases back and close the HTTP session (once)."""
+        """Give the leases back, close the HTTP session, put SIGTERM back (once)."""
         self._http.close()
+        self._restore_sigterm()
+        self._restore_sigterm = lambda: None
         release, self._on_release = self._on_release, None
         if release:
             release()

@@ -100,3 +100,30 @@ def _has_kv(proc: psutil.Process) -> bool:
         return "DYN_FILE_KV" in proc.environ()
     except psutil.Error:
         return False
+
+
+def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Path) -> None:
+    """Not pytest, not the CLI: any script in a `with` block (a bench under `timeout`) gets
+    SIGTERM turned into KeyboardInterrupt by the Topology itself."""
+    session = f"script-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom harness.launch import launch\n"
+        "from harness.paths import REPO_ROOT\nfrom harness.profile import load_profiles\n"
+        "profile = load_profiles(Path(sys.argv[1]), REPO_ROOT)[0]\n"
+        "with launch(profile, 'cpu', profile.cases[0]):\n    pass\n"
+    )
+    env = {**os.environ, "HARNESS_SESSION_ID": session, "HARNESS_RUNS": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(PROFILES)], cwd=REPO_ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for_roles(session, 4)
+        proc.send_signal(signal.SIGTERM)
+        gone = wait_gone(session, 5.0)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and b"KeyboardInterrupt: signal 15" in out, out[-2000:]
+    print(f"plain script: clean {gone:.2f} s after SIGTERM")
