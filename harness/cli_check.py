@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from harness.cli_common import add_profiles_option, profiles_in, reports_user_errors
-from harness.machine_check import check_machine, nvml_inventory
+from harness.machine_check import check_machine, gpu_inventory
 from harness.secrets import scrub_text
 
 
@@ -25,9 +25,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from harness.tier import detect_tier
 
-    inventory, nvml_error = nvml_inventory()
-    tier = detect_tier(args.tier)
-    findings = check_machine(profiles_in(args.profiles), tier, inventory, nvml_error)
+    inventory, source = gpu_inventory()
+    tier = detect_tier(args.tier, len(inventory.devices))
+    findings = check_machine(profiles_in(args.profiles), tier, inventory, source)
     for finding in findings:
         print(scrub_text(finding.line(), os.environ), flush=True)  # e.g. a token in a URL
     failed = [f for f in findings if f.status == "fail"]

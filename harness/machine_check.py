@@ -48,14 +48,14 @@ class Finding:
         return f"{self.status:<4}  {self.what:<10}  {self.detail}"
 
 
-def tier_findings(tier: Tier, inventory: GpuInventory, nvml_error: str | None) -> list[Finding]:
-    """Which tier runs and why; on the GPU tier, each GPU and its free memory."""
+def tier_findings(tier: Tier, inventory: GpuInventory, source: str) -> list[Finding]:
+    """Which tier runs and why; on the GPU tier, each GPU and its free memory. `source`: where
+    the inventory came from, or why NVML gave none (from `gpu_inventory`)."""
     if inventory.devices:
-        source = f"${GPUS_ENV} (simulated)" if _simulated() else "NVML"
         gpus = [gpu_finding(d) for d in inventory.devices]
         seen = f"{len(inventory.devices)} GPU(s) seen by {source}"
     else:
-        gpus, seen = [], f"no GPU seen ({nvml_error or 'NVML reports 0 devices'})"
+        gpus, seen = [], f"no GPU seen ({source})"
     status: Status = "warn" if tier == "gpu" and not inventory.devices else "ok"
     return [Finding(status, "tier", f"{tier}: {seen}"), *gpus]
 
@@ -71,10 +71,6 @@ def gpu_finding(device: GpuDevice) -> Finding:
     if used_gib > GPU_IDLE_USED_GIB:
         return Finding("warn", "gpu", f"{detail}; {used_gib:.1f} GiB held by another process")
     return Finding("ok", "gpu", detail)
-
-
-def _simulated() -> bool:
-    return bool(os.environ.get(GPUS_ENV))
 
 
 def lock_findings(lock: Path, version_of: Callable[[str], str | None]) -> list[Finding]:
@@ -226,20 +222,21 @@ def docker_findings() -> list[Finding]:
     return [Finding("ok", "docker", f"daemon {version} answers")]
 
 
-def nvml_inventory() -> tuple[GpuInventory, str | None]:
-    """The detected inventory and, when NVML failed, why."""
-    if _simulated():
-        return GpuInventory.detect(), None
+def gpu_inventory() -> tuple[GpuInventory, str]:
+    """The inventory and where it came from ($HARNESS_GPUS or NVML), or why NVML gave none."""
+    if os.environ.get(GPUS_ENV):
+        return GpuInventory.detect(), f"${GPUS_ENV} (simulated)"
     try:
-        return GpuInventory.from_nvml(), None
+        inventory = GpuInventory.from_nvml()
     except Exception as exc:  # pynvml raises NVMLError subclasses or ImportError
         return GpuInventory(()), f"{type(exc).__name__}: {exc}"
+    return inventory, "NVML" if inventory.devices else "NVML reports 0 devices"
 
 
 def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInventory,
-                  nvml_error: str | None) -> list[Finding]:  # fmt: skip
+                  source: str) -> list[Finding]:  # fmt: skip
     runnable = [p for p in profiles if p.tier(tier) is not None]
-    findings = tier_findings(tier, inventory, nvml_error)
+    findings = tier_findings(tier, inventory, source)
     if tier == "cpu":
         findings += lock_findings(REPO_ROOT / "requirements" / "cpu.lock", installed_version)
         site = Path(sysconfig.get_paths()["purelib"])

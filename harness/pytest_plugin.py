@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from harness.results import ResultsFile, result_record
 from harness.roles import tail
 from harness.secrets import scrub_text
 from harness.serve_case import CaseRecord, ServeCase, run_case
-from harness.signal_handlers import raise_interrupt
+from harness.signal_handlers import term_raises_interrupt
 from harness.tier import detect_tier, visible_gpu_count
 from harness.verdict import TopologyFailure
 
@@ -50,14 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "vram_gib(n): GPU memory a case needs per GPU")
-    config.harness_tier = detect_tier(config.getoption("--tier"))  # type: ignore[attr-defined]
-    config.harness_gpus = visible_gpu_count()  # type: ignore[attr-defined]
+    gpus = visible_gpu_count()
+    config.harness_tier = detect_tier(config.getoption("--tier"), gpus)  # type: ignore[attr-defined]
+    config.harness_gpus = gpus  # type: ignore[attr-defined]
     config.harness_swept = []  # type: ignore[attr-defined]
     if not hasattr(config, "workerinput"):
         swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
         config.harness_swept = swept  # type: ignore[attr-defined]
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, raise_interrupt)
+    term_raises_interrupt()  # for the whole session: never restored
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

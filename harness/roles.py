@@ -33,14 +33,17 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 def fold_health_polls(lines: list[str]) -> list[str]:
     """Drop the health-poll 503 lines; one note, where the last of them was, says how many."""
-    kept = [line for line in lines if not HEALTH_POLL_503.search(line)]
-    dropped = len(lines) - len(kept)
+    kept: list[str] = []
+    dropped, note_at = 0, 0
+    for line in lines:
+        if HEALTH_POLL_503.search(line):
+            dropped, note_at = dropped + 1, len(kept)
+        else:
+            kept.append(line)
     if not dropped:
         return lines
-    last = max(i for i, line in enumerate(lines) if HEALTH_POLL_503.search(line))
-    at = last + 1 - dropped  # index in `kept` just after the last dropped line
     note = f"[{dropped} x '503 Service Unavailable' lines from the harness's /health polls, elided]"
-    return [*kept[:at], note, *kept[at:]]
+    return [*kept[:note_at], note, *kept[note_at:]]
 
 
 @dataclass

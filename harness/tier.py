@@ -14,13 +14,14 @@ def visible_gpu_count() -> int:
     return len(GpuInventory.detect().devices)
 
 
-def detect_tier(requested: str = "auto") -> Tier:
+def detect_tier(requested: str = "auto", gpus: int | None = None) -> Tier:
+    """`gpus`: the visible GPU count if the caller already has it (NVML is not asked again)."""
     requested = os.environ.get("HARNESS_TIER", requested) if requested == "auto" else requested
     if requested in ("cpu", "gpu"):
         return requested  # type: ignore[return-value]
     if requested != "auto":
         raise ValueError(f"--tier must be auto, cpu or gpu, not {requested!r}")
-    return "gpu" if visible_gpu_count() > 0 else "cpu"
+    return "gpu" if (visible_gpu_count() if gpus is None else gpus) > 0 else "cpu"
 
 
 STACK_ENGINE = {"dynamo-vllm": "vllm", "dynamo-sglang": "sglang"}

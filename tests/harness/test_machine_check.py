@@ -97,9 +97,9 @@ def test_tier_lines_say_why() -> None:
     assert [f.line() for f in none] == [
         "ok    tier        cpu: no GPU seen (NVMLError_LibraryNotFound: no driver)"
     ]
-    assert statuses(tier_findings("gpu", GpuInventory(()), None)) == ["warn"]
+    assert statuses(tier_findings("gpu", GpuInventory(()), "NVML reports 0 devices")) == ["warn"]
     idle, busy = GpuDevice(0, "H200", 143360, 142848), GpuDevice(1, "H200", 143360, 122880)
-    found = tier_findings("gpu", GpuInventory((idle, busy)), None)
+    found = tier_findings("gpu", GpuInventory((idle, busy)), "NVML")
     assert statuses(found) == ["ok", "ok", "warn"]
     assert found[1].detail == "0: H200, 140 of 140 GiB free"
     assert found[2].detail == "1: H200, 120 of 140 GiB free; 20.0 GiB held by another process"
