@@ -24,14 +24,14 @@ class TopologyPool:
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.current: Topology | None = None
-        self.failed: dict[str, TopologyFailure] = {}
-        self.failed_topology: dict[str, Topology] = {}  # its timeline and logs, for evidence
+        # why each failed launch failed, and its topology (timeline and logs, for evidence)
+        self.failed: dict[str, tuple[TopologyFailure, Topology]] = {}
         self.launched_here = False
 
     def get(self, profile: Profile, case: CaseSpec) -> Topology:
         signature = launch_signature(profile, self.tier, case)
         if signature in self.failed:
-            raise self.failed[signature]
+            raise self.failed[signature][0]
         self.launched_here = False
         if self.current is not None and self.current.plan.signature == signature:
             try:
@@ -45,8 +45,7 @@ class TopologyPool:
         try:
             topo.__enter__()
         except TopologyFailure as failure:
-            self.failed[signature] = failure
-            self.failed_topology[signature] = topo
+            self.failed[signature] = (failure, topo)
             raise
         self.current = topo
         self.launched_here = True
@@ -57,13 +56,13 @@ class TopologyPool:
         signature = launch_signature(profile, self.tier, case)
         if self.current is not None and self.current.plan.signature == signature:
             return self.current
-        return self.failed_topology.get(signature)
+        failed = self.failed.get(signature)
+        return failed[1] if failed else None
 
     def discard(self, failure: TopologyFailure) -> None:
         """The current topology broke mid-test: remember why, and take it down."""
         if self.current is not None:
-            self.failed[self.current.plan.signature] = failure
-            self.failed_topology[self.current.plan.signature] = self.current
+            self.failed[self.current.plan.signature] = (failure, self.current)
             self.close()
 
     def close(self) -> None:
