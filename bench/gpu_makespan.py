@@ -1,8 +1,8 @@
 """Makespan of a simulated GPU-tier suite on a 4x80 GiB runner: LongestFirst vs. file order.
 
-Uses the broker's admission rule (`harness.gpus.choose_gpus`) on a simulated clock. Each of
-`--workers` xdist-like workers takes the next case in order and blocks until the broker admits it;
-at every finish, waiting cases are re-polled in arrival order (any that fits starts).
+Uses the broker's admission rule (`harness.resources.gpus.choose_gpus`) on a simulated clock.
+Each of `--workers` xdist-like workers takes the next case in order and blocks until the broker
+admits it; at every finish, waiting cases are re-polled in arrival order (any that fits starts).
 
 Two admission modes, each against a lower bound that is valid for it:
 - exclusive: every case reserves whole GPUs (engines at their default memory fraction);
@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.gpus import (
+from harness.resources.gpus import (
     MIB_PER_GIB,
     GpuInventory,
     choose_gpus,
 )
-from harness.run_order import CaseOrder, FileOrder, LongestFirst
+from harness.suite.run_order import CaseOrder, FileOrder, LongestFirst
 
 GOAL_RATIO = 1.1
 

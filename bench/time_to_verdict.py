@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness, tests
 
-from harness.verdict import Cause
+from harness.core.verdict import Cause
 from tests.harness.faults import (
     FAULTS,
     Fault,

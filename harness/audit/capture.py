@@ -18,9 +18,9 @@ from pathlib import Path
 
 from harness.audit.findings import Invocation
 from harness.audit.shim import RECORD_ENV, write_shim
-from harness.launch_env import markers
-from harness.plan import LaunchPlan, port_names, resolve
-from harness.profile import CaseSpec, Profile, Tier
+from harness.profiles import CaseSpec, Profile, Tier
+from harness.runtime.launch_env import markers
+from harness.runtime.plan import LaunchPlan, port_names, resolve
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
 FAKE_PORT_BASE = 21301

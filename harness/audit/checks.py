@@ -8,7 +8,7 @@ from harness.audit.capture import Capture
 from harness.audit.engine_flags import check_flags
 from harness.audit.findings import Finding, Invocation
 from harness.audit.health_source import ENDPOINT_HEALTH_ENV, lacks_health_source
-from harness.profile import Profile
+from harness.profiles import Profile
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
 PORT_FLAG = re.compile(r"^--[\w-]*port$")

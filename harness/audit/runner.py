@@ -13,9 +13,9 @@ from harness.audit.capture import plan_for, run_launcher
 from harness.audit.checks import check_flags_and_registration, check_health, check_ports
 from harness.audit.findings import Finding
 from harness.audit.sglang_parser import table
-from harness.paths import REPO_ROOT
-from harness.plan import launcher_args
-from harness.profile import CaseSpec, Profile, Tier, load_profile
+from harness.core.paths import REPO_ROOT
+from harness.profiles import CaseSpec, Profile, Tier, load_profile
+from harness.runtime.plan import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 

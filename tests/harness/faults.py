@@ -20,16 +20,16 @@ from typing import Any
 
 import requests
 
-from harness.baselines import BaselineStore
-from harness.chat_request import MediaURLs
-from harness.judge import CaseJudge
-from harness.launch import launch
-from harness.listeners import listening_ports
-from harness.paths import REPO_ROOT
-from harness.processes import TOPOLOGY_ID_ENV, marked_processes
-from harness.profile import GpuExpect, Profile, Tier, load_profile
-from harness.topology import POLL_S, Topology
-from harness.verdict import Cause, TopologyFailure
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs
+from harness.judging.judge import CaseJudge
+from harness.profiles import GpuExpect, Profile, Tier, load_profile
+from harness.runtime.launch import launch
+from harness.runtime.listeners import listening_ports
+from harness.runtime.processes import TOPOLOGY_ID_ENV, marked_processes
+from harness.runtime.topology import POLL_S, Topology
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}

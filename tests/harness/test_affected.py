@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.affected import affected, files_used_by, referenced_files
-from harness.profile import Profile, load_profiles
+from harness.cli.change_map import affected, files_used_by, referenced_files
+from harness.profiles import Profile, load_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EPD = "launchers/vllm/disagg_multimodal_epd.sh"
@@ -99,8 +99,8 @@ def test_profile_yaml_affects_only_its_cases(profiles: list[Profile], texts: dic
 @pytest.mark.parametrize(
     "path",
     [
-        "harness/media.py",
-        "harness/plan.py",
+        "harness/judging/media.py",
+        "harness/runtime/plan.py",
         "conftest.py",
         "pytest.ini",
         "tests/serve/test_serve.py",

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness.asset_server import (
+from harness.judging.asset_server import (
     AssetServer,
     ServedRequest,
     UnsatisfiableRange,

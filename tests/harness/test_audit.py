@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness.audit.runner import audit
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 PROFILES = sorted((REPO_ROOT / "profiles").rglob("*.yaml"))
 ENDPOINT_HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'"

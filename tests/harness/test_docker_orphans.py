@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 
-from harness.docker_orphans import (
+from harness.cli.docker_orphans import (
     OWNER_HOST_LABEL,
     OWNER_LABEL,
     OWNER_STARTED_LABEL,

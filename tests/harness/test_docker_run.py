@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.docker_run import (
+from harness.cli.docker_run import (
     HF_CACHE_TARGET,
     RESULTS_TARGET,
     BindMount,

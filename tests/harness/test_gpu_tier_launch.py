@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.gpus import GpuInventory, GpuLeaseBroker
-from harness.launch import launch
-from harness.paths import REPO_ROOT
-from harness.ports import PortRegistry
-from harness.profile import load_profiles
-from harness.verdict import Cause, TopologyFailure
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.profiles import load_profiles
+from harness.resources.gpus import GpuInventory, GpuLeaseBroker
+from harness.resources.ports import PortRegistry
+from harness.runtime.launch import launch
 
 PROFILES = {
     p.source.split("profiles/")[-1]: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
@@ -51,8 +51,8 @@ def test_case_needing_more_gpus_than_exist_is_refused(simulated: GpuLeaseBroker)
 def test_opt_in_download_tries_once_under_a_lock_and_names_why_it_failed(tmp_path: Path) -> None:
     """HARNESS_DOWNLOAD_MODELS=1 against a hub that refuses connections (real huggingface_hub)."""
     script = (
-        "from harness.tier_models import ensure_cached\n"
-        "from harness.verdict import TopologyFailure\n"
+        "from harness.resources.models import ensure_cached\n"
+        "from harness.core.verdict import TopologyFailure\n"
         "try:\n    ensure_cached('Qwen/Qwen3-VL-2B-Instruct')\n"
         "except TopologyFailure as failure:\n    print(failure.cause, failure.message)\n"
     )

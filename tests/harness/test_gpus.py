@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gpus import (
+from harness.resources.gpus import (
     GpuInventory,
     GpuLeaseBroker,
     GpuLeaseTimeout,
@@ -17,7 +17,7 @@ from harness.gpus import (
     choose_gpus,
     wait_memory_returned,
 )
-from harness.run_order import LongestFirst
+from harness.suite.run_order import LongestFirst
 
 GIB = 1024
 

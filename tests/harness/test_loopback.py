@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch import launch
-from harness.listeners import listening_ports
-from harness.ports import PortRegistry
-from harness.processes import TOPOLOGY_ID_ENV, marked_processes
-from harness.verdict import Cause, TopologyFailure
+from harness.core.verdict import Cause, TopologyFailure
+from harness.resources.ports import PortRegistry
+from harness.runtime.launch import launch
+from harness.runtime.listeners import listening_ports
+from harness.runtime.processes import TOPOLOGY_ID_ENV, marked_processes
 from tests.harness.faults import fault_profile
 
 

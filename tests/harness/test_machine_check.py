@@ -11,8 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.gpus import GpuDevice, GpuInventory
-from harness.machine_check import (
+from harness.cli.machine_check import (
     Finding,
     extra_findings,
     installed_version,
@@ -23,9 +22,10 @@ from harness.machine_check import (
     shim_findings,
     tier_findings,
 )
-from harness.ports import PortRegistry
-from harness.processes import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
-from harness.profile import load_profiles
+from harness.profiles import load_profiles
+from harness.resources.gpus import GpuDevice, GpuInventory
+from harness.resources.ports import PortRegistry
+from harness.runtime.processes import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIM_SCRIPT = REPO_ROOT / "scripts" / "apply_shims.py"

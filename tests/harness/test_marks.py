@@ -4,10 +4,10 @@ import importlib.util
 
 import pytest
 
-from harness.paths import REPO_ROOT
-from harness.profile import load_profiles
-from harness.pytest_plugin import marks_for, xdist_group_name
-from harness.serve_case import ServeCase
+from harness.core.paths import REPO_ROOT
+from harness.profiles import load_profiles
+from harness.suite.plugin import marks_for, xdist_group_name
+from harness.suite.serve_case import ServeCase
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
-from harness.plan import launch_signature, port_names, resolve
-from harness.profile import Profile, load_profiles
+from harness.core.paths import REPO_ROOT
+from harness.profiles import Profile, load_profiles
+from harness.runtime.plan import launch_signature, port_names, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 

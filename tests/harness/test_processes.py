@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.processes import (
+from harness.runtime.processes import (
     CHECKOUT_ENV,
     SESSION_PID_ENV,
     TOPOLOGY_ID_ENV,
@@ -230,7 +230,7 @@ def test_atexit_sweep_stops_marked_processes_when_the_interpreter_exits(
         f"""
         import os, sys
         from pathlib import Path
-        from harness.processes import register_atexit_sweep, spawn_in_session
+        from harness.runtime.processes import register_atexit_sweep, spawn_in_session
         register_atexit_sweep({marker!r}, grace_s=2.0)
         env = {{**os.environ, {marker[0]!r}: {marker[1]!r}}}
         spawn_in_session(["sleep", "300"], env, Path({str(tmp_path / "s.log")!r}), ".")

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
-from harness.profile import ProfileError, load_profile, load_profiles
+from harness.core.paths import REPO_ROOT
+from harness.profiles import ProfileError, load_profile, load_profiles
 
 GOOD = """
 name: t

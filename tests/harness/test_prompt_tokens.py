@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from harness.prompt_tokens import (
+from harness.judging.prompt_tokens import (
     decode_video_like_vllm,
     expected_prompt_tokens,
     load_processor,

@@ -5,13 +5,13 @@ import json
 import pytest
 import requests
 
-from harness.baselines import BaselineStore
-from harness.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
-from harness.health import HealthSample
-from harness.judge import CaseJudge
-from harness.paths import REPO_ROOT
-from harness.profile import RequestSpec, load_profiles
-from harness.verdict import Cause, TopologyFailure
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
+from harness.judging.judge import CaseJudge
+from harness.profiles import RequestSpec, load_profiles
+from harness.runtime.health import HealthSample
 
 URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
                  "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch import launch
-from harness.ports import PortRegistry
-from harness.secrets import REDACTED, is_secret, redact_env, scrub_text
-from harness.verdict import Cause, TopologyFailure
+from harness.core.secrets import REDACTED, is_secret, redact_env, scrub_text
+from harness.core.verdict import Cause, TopologyFailure
+from harness.resources.ports import PortRegistry
+from harness.runtime.launch import launch
 from tests.harness.faults import fault_profile
 
 SECRET = "hf_DoNotLeakThis0123456789"

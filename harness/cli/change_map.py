@@ -1,0 +1,164 @@
+"""Changed files -> the serve test ids they affect, with cadence marks, and the launchers that no
+pre_merge test covers. Pure: callers pass paths (repo-relative, POSIX), profiles and file texts.
+
+Rules (first match wins):
+- `harness/`, `tests/serve/`, `conftest.py`, `pytest.ini`, `pyproject.toml`, `requirements/`,
+  `scripts/bootstrap.sh`, `scripts/apply_shims.py` -> every case (they shape every run);
+- a profile YAML -> its cases;
+- a launcher script -> the cases of every profile whose `launcher` it is;
+- any other file under `launchers/` (e.g. `launchers/lib/common.sh`) -> the cases of every
+  profile whose launcher uses it: `source`s it, or names it by a path relative to itself
+  (`"$(dirname "${BASH_SOURCE[0]}")/zmq_broker.py"`), directly or through another used file;
+- anything else (docs, bench, the harness's own tests) -> nothing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from harness.profiles import Profile, Tier
+from harness.profiles.marks import cadence_marks
+
+EVERYTHING_PREFIXES = ("harness/", "tests/serve/", "requirements/")
+EVERYTHING_FILES = (
+    "conftest.py",
+    "pytest.ini",
+    "pyproject.toml",
+    "scripts/bootstrap.sh",
+    "scripts/apply_shims.py",
+)
+LAUNCHERS = "launchers/"
+TIERS: tuple[Tier, ...] = ("gpu", "cpu")
+PRE_MERGE = "pre_merge"
+
+# A path written relative to the script itself: $(dirname "${BASH_SOURCE[0]}")/x, $(dirname "$0")/x,
+# ${BASH_SOURCE%/*}/x; or a plain `source x` / `. x`.
+_SELF_DIR = (
+    r"""(?:\$\(\s*dirname\s+"?\$\{?(?:BASH_SOURCE(?:\[0\])?|0)\}?"?\s*\)"""
+    r"""|\$\{BASH_SOURCE(?:\[0\])?%/\*\})"""
+)
+_SELF_RELATIVE = re.compile(_SELF_DIR + r"""/([\w./-]+)""")
+_PLAIN_SOURCE = re.compile(r"""^\s*(?:source|\.)\s+["']?([\w./-]+)["']?\s*(?:#.*)?$""", re.M)
+
+
+def referenced_files(script: str, text: str) -> set[str]:
+    """Repo paths a script sources or names relative to itself.
+
+    >>> sorted(referenced_files("launchers/vllm/agg.sh",
+    ...     'source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"'))
+    ['launchers/lib/common.sh']
+    """
+    here = posixpath.dirname(script)
+    found = {m.group(1) for m in _SELF_RELATIVE.finditer(text)}
+    found |= {m.group(1) for m in _PLAIN_SOURCE.finditer(text)}
+    return {posixpath.normpath(posixpath.join(here, rel)) for rel in found}
+
+
+def files_used_by(launcher: str, texts: Mapping[str, str]) -> set[str]:
+    """Every file a launcher uses, transitively (a sourced common.sh that names a helper...)."""
+    used: set[str] = set()
+    pending = [launcher]
+    while pending:
+        current = pending.pop()
+        for ref in referenced_files(current, texts.get(current, "")):
+            if ref not in used and ref != launcher:
+                used.add(ref)
+                pending.append(ref)
+    return used
+
+
+@dataclass(frozen=True)
+class AffectedCase:
+    test_id: str
+    profile: str
+    cadence: Mapping[Tier, tuple[str, ...]]  # tier -> cadence marks; absent: never runs there
+    because: tuple[str, ...]  # the changed files that pull it in
+
+
+@dataclass
+class AffectedReport:
+    cases: list[AffectedCase] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)  # changed files that affect no serve case
+    warnings: list[str] = field(default_factory=list)
+
+
+def profiles_for(path: str, profiles: list[Profile], uses: Mapping[str, set[str]]) -> list[Profile]:
+    """The profiles a changed file affects (see the module docstring for the rules)."""
+    if path in EVERYTHING_FILES or path.startswith(EVERYTHING_PREFIXES):
+        return profiles
+    if path.startswith("profiles/") and path.endswith((".yaml", ".yml")):
+        return [p for p in profiles if _repo_path(p.source) == path]
+    if path.startswith(LAUNCHERS):
+        return [p for p in profiles if p.launcher == path or path in uses.get(p.launcher, ())]
+    return []
+
+
+def _repo_path(source: str) -> str:
+    """A profile's absolute `source` as a repo path: '/r/profiles/a.yaml' -> 'profiles/a.yaml'."""
+    marker = "/profiles/"
+    return "profiles/" + source.split(marker, 1)[1] if marker in source else source
+
+
+def case_cadence(profile: Profile, tiers: Iterable[Tier]) -> dict[str, dict[Tier, tuple[str, ...]]]:
+    """test id -> {tier: cadence marks}, for the tiers where the profile does not skip the case."""
+    out: dict[str, dict[Tier, tuple[str, ...]]] = {}
+    for case in profile.cases:
+        tid = profile.test_id(case)
+        out[tid] = {}
+        for tier in tiers:
+            skip = case.cpu_skip if tier == "cpu" else case.gpu_skip
+            if profile.tier(tier) is not None and not skip:
+                out[tid][tier] = tuple(cadence_marks(profile, tier, case))
+    return out
+
+
+def affected(
+    changed: Iterable[str],
+    profiles: list[Profile],
+    texts: Mapping[str, str],
+    tiers: tuple[Tier, ...] = TIERS,
+) -> AffectedReport:
+    """`texts`: contents of the launcher and launchers/lib files (repo path -> text)."""
+    uses = {p.launcher: files_used_by(p.launcher, texts) for p in profiles}
+    report = AffectedReport()
+    because: dict[str, list[str]] = {}
+    cadence: dict[str, tuple[str, dict[Tier, tuple[str, ...]]]] = {}
+    changed = sorted(dict.fromkeys(changed))
+    for path in changed:
+        hit = profiles_for(path, profiles, uses)
+        if not hit:
+            report.unmapped.append(path)
+        for profile in hit:
+            for tid, per_tier in case_cadence(profile, tiers).items():
+                cadence[tid] = (profile.name, per_tier)
+                because.setdefault(tid, []).append(path)
+        if path.startswith(LAUNCHERS):
+            report.warnings += launcher_warnings(path, hit, tiers)
+    report.cases = [
+        AffectedCase(tid, cadence[tid][0], cadence[tid][1], tuple(because[tid]))
+        for tid in sorted(cadence)
+    ]
+    return report
+
+
+def launcher_warnings(path: str, profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[str]:
+    """A changed launcher file that no pre_merge case exercises is not tested before merge."""
+    if not profiles:
+        return [f"{path}: changed launcher code that no profile uses: no serve test covers it"]
+    marks: set[str] = set()
+    ids: list[str] = []
+    for profile in profiles:
+        for tid, per_tier in case_cadence(profile, tiers).items():
+            ids.append(tid)
+            marks.update(m for tier_marks in per_tier.values() for m in tier_marks)
+    if PRE_MERGE in marks:
+        return []
+    only = ", ".join(sorted(marks)) or "no cadence (every case skipped)"
+    return [
+        f"{path}: changed launcher is covered only by {only} tests ({len(ids)} case(s), e.g. "
+        f"{ids[0]}); no pre_merge test runs it, so this change is untested until after merge. "
+        "Run the listed ids now, or give one case of these profiles a pre_merge mark."
+    ]

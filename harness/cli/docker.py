@@ -1,0 +1,129 @@
+"""`python -m harness docker --image IMG [--overlay SRC[:DST]]… [--gpus all|N] -- PYTEST_ARGS`:
+run the suite (or `--command`) in an image, with changed files overlaid read-only."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.cli.common import CliError, reports_user_errors
+from harness.cli.docker_orphans import remove_orphans
+from harness.cli.docker_run import (
+    DockerRunError,
+    DockerRunSpec,
+    ImageUnavailable,
+    build_mounts,
+    container_env,
+    gpu_count,
+    parse_overlay,
+    pytest_command,
+    run_container,
+)
+from harness.core.paths import REPO_ROOT, runs_dir
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "docker",
+        help="run the suite in a container image",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--image", required=True, help="image to run, e.g. dynamo:latest-vllm")
+    parser.add_argument(
+        "--overlay",
+        action="append",
+        default=[],
+        metavar="SRC[:DST]",
+        help="mount SRC read-only over DST (default: SRC's repo path under --workdir)",
+    )
+    parser.add_argument("--gpus", help="'all' or a count (default: none)")
+    parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
+    parser.add_argument(
+        "--results-dir", type=Path, help="host dir mounted at /results (default: runs/docker-…)"
+    )
+    parser.add_argument(
+        "--hf-cache", type=Path, default=Path.home() / ".cache" / "huggingface",
+        help="host Hugging Face cache, mounted if it exists (%(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--python", default="python3", help="the image's python (for pytest)")
+    parser.add_argument(
+        "--command",
+        dest="shell_command",
+        help="run this (a shell-quoted line) instead of pytest, e.g. for smoke tests",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the docker run, start none")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest arguments")
+    return parser
+
+
+def build_spec(args: argparse.Namespace, results_dir: Path) -> DockerRunSpec:
+    pytest_args = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
+    if args.shell_command and pytest_args:
+        raise CliError("give either --command or pytest arguments after --, not both")
+    try:
+        overlays = [parse_overlay(o, args.workdir, REPO_ROOT, Path.cwd()) for o in args.overlay]
+        mounts = build_mounts(overlays, results_dir, args.hf_cache)
+        gpu_count(args.gpus)
+    except DockerRunError as exc:
+        raise CliError(str(exc)) from None
+    command = (
+        shlex.split(args.shell_command)
+        if args.shell_command
+        else pytest_command(args.python, pytest_args)
+    )
+    return DockerRunSpec(
+        image=args.image,
+        command=command,
+        workdir=args.workdir,
+        mounts=mounts,
+        env=container_env(os.environ),
+        gpus=args.gpus,
+    )
+
+
+def docker_client() -> Any:
+    import docker
+    from docker.errors import DockerException
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as exc:
+        raise CliError(
+            f"no Docker daemon answers ({exc}); start one (.ci/docker_setup.sh)"
+        ) from None
+    return client
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    results_dir = args.results_dir or runs_dir() / f"docker-{time.strftime('%Y%m%d-%H%M%S')}"
+    spec = build_spec(args, results_dir)
+    print(spec.describe(), file=sys.stderr, flush=True)
+    if args.dry_run:
+        return 0
+    client = docker_client()
+    orphans = remove_orphans(client)
+    if orphans:
+        print(
+            f"harness docker: removed {len(orphans)} container(s) a killed run left: "
+            + ", ".join(orphans),
+            file=sys.stderr,
+        )
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        code = run_container(spec, client)
+    except ImageUnavailable as exc:
+        raise CliError(f"--image {args.image}: {exc}") from None
+    except KeyboardInterrupt:
+        print("harness docker: interrupted; container removed", file=sys.stderr)
+        return 130
+    print(f"harness docker: exit {code}; results in {results_dir}", file=sys.stderr)
+    return code

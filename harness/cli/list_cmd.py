@@ -1,0 +1,85 @@
+"""`python -m harness list`: profiles, tiers, each case's test id, marks, hardware and skips."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from harness.cli.common import DEFAULT_CASE, add_profiles_option, profiles_in, reports_user_errors
+from harness.profiles import Profile, Tier
+from harness.profiles.marks import mark_names
+from harness.suite.serve_case import ServeCase
+
+TIERS: tuple[Tier, ...] = ("gpu", "cpu")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("list", help="list profiles, tiers and serve test ids")
+    parser.add_argument("--tier", choices=TIERS, help="only this tier (default: both)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per case per line")
+    add_profiles_option(parser)
+    return parser
+
+
+def hardware(profile: Profile, tier: Tier) -> str:
+    if tier == "gpu":
+        return f"{profile.gpu.gpus} GPU(s) x {profile.gpu.vram_gib:g} GiB, {profile.model.gpu}"
+    if profile.cpu is None:
+        return "no CPU tier"
+    return f"CPU, tiny {profile.model.cpu} model"
+
+
+def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
+    """Why the case never runs on this tier, whatever the machine (GPU count aside)."""
+    if tier == "cpu":
+        return sc.skip_reason(gpus_visible=0)
+    return sc.case.gpu_skip
+
+
+def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str, Any]]:
+    rows = []
+    for profile in profiles:
+        for tier in tiers:
+            for case in profile.cases:
+                sc = ServeCase(profile, case, tier)
+                rows.append(
+                    {
+                        "test_id": sc.test_id,
+                        "profile": profile.name,
+                        "case": case.suffix or DEFAULT_CASE,
+                        "tier": tier,
+                        "marks": mark_names(profile, tier, case),
+                        "hardware": hardware(profile, tier),
+                        "launcher": profile.launcher,
+                        "skip": skip_reason(profile, tier, sc),
+                    }
+                )
+    return rows
+
+
+def render_text(rows: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    header = None
+    width = max((len(r["test_id"]) for r in rows), default=0)
+    for row in rows:
+        key = (row["profile"], row["tier"])
+        if key != header:
+            header = key
+            lines.append(f"{row['profile']} [{row['tier']}] {row['hardware']} ({row['launcher']})")
+        line = f"  {row['test_id']:<{width}}  {' '.join(row['marks'])}"
+        if row["skip"]:
+            line += f"\n  {'':<{width}}  skipped: {row['skip']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    tiers = (args.tier,) if args.tier else TIERS
+    rows = case_rows(profiles_in(args.profiles), tiers)
+    if args.json:
+        print("\n".join(json.dumps(r) for r in rows))
+    else:
+        print(render_text(rows))
+    return 0

@@ -1,0 +1,254 @@
+"""Can this machine run the serve suite, and if not, why: tier, installed packages against their
+pins, models, memory, leftovers of killed sessions, docker. Minutes before a launch would find out.
+
+Each check returns Findings; nothing is launched and nothing is stopped (tiny CPU models are built
+into their cache if missing, as the first test would)."""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import runpy
+import sysconfig
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import psutil
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import TopologyFailure
+from harness.profiles import Profile, Tier
+from harness.resources.gpus import GPUS_ENV, GpuDevice, GpuInventory
+from harness.resources.ports import PortRegistry
+from harness.resources.tier import STACK_ENGINE
+from harness.runtime.processes import describe_stale, stale_processes
+
+Status = Literal["ok", "info", "warn", "fail"]  # info: reported, not judged
+DYNAMO = "ai-dynamo"
+# ai-dynamo requires it, but it is a stub sdist fetched from outside PyPI and only the planner
+# uses it, so bootstrap installs ai-dynamo with --no-deps (requirements/gpu-vllm.txt).
+NOT_INSTALLED = {"aisimulate"}
+# Peak RSS of the largest CPU topology (E/P/D, bench/footprint.py) plus headroom for pytest.
+CPU_MEMORY_NEED_GIB = 6.0
+# An idle GPU shows a few hundred MiB in use (driver, context); vLLM's own tests allow 2 GiB.
+GPU_IDLE_USED_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    status: Status
+    what: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.what:<10}  {self.detail}"
+
+
+def tier_findings(tier: Tier, inventory: GpuInventory, source: str) -> list[Finding]:
+    """Which tier runs and why; on the GPU tier, each GPU and its free memory. `source`: where
+    the inventory came from, or why NVML gave none (from `gpu_inventory`)."""
+    if inventory.devices:
+        gpus = [gpu_finding(d) for d in inventory.devices]
+        seen = f"{len(inventory.devices)} GPU(s) seen by {source}"
+    else:
+        gpus, seen = [], f"no GPU seen ({source})"
+    status: Status = "warn" if tier == "gpu" and not inventory.devices else "ok"
+    return [Finding(status, "tier", f"{tier}: {seen}"), *gpus]
+
+
+def gpu_finding(device: GpuDevice) -> Finding:
+    """A GPU already holding memory before any test (another job, a leaked engine) is a warning:
+    cases leased onto it may not fit."""
+    used_gib = (device.total_mib - device.free_mib) / 1024
+    detail = (
+        f"{device.index}: {device.name}, {device.free_mib / 1024:.0f} of "
+        f"{device.total_mib / 1024:.0f} GiB free"
+    )
+    if used_gib > GPU_IDLE_USED_GIB:
+        return Finding("warn", "gpu", f"{detail}; {used_gib:.1f} GiB held by another process")
+    return Finding("ok", "gpu", detail)
+
+
+def lock_findings(lock: Path, version_of: Callable[[str], str | None]) -> list[Finding]:
+    """Every `name==version` pin of the lock installed at exactly that version."""
+    pins = [
+        line.split("==", 1)
+        for line in lock.read_text().splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    ]
+    wrong = [
+        f"{name} {version_of(name) or 'missing'} (pinned {want})"
+        for name, want in pins
+        if version_of(name) != want
+    ]
+    where = lock.relative_to(REPO_ROOT) if lock.is_relative_to(REPO_ROOT) else lock
+    if not wrong:
+        return [Finding("ok", "packages", f"{len(pins)} pins of {where} installed as pinned")]
+    shown = "; ".join(wrong[:5]) + (f"; … {len(wrong) - 5} more" if len(wrong) > 5 else "")
+    return [Finding("fail", "packages", f"{where}: {shown}. Run scripts/bootstrap.sh")]
+
+
+def extra_findings(
+    stacks: Iterable[str], dynamo_requires: Sequence[str], version_of: Callable[[str], str | None]
+) -> list[Finding]:
+    """GPU tier: for each stack whose engine is installed, everything ai-dynamo requires with that
+    extra (`ai-dynamo[vllm]`) at the versions it pins, except what bootstrap leaves out on purpose.
+    A stack without its engine is a warning (its cases are skipped); no engine at all fails."""
+    findings = []
+    for stack in sorted(set(stacks)):
+        extra = STACK_ENGINE[stack]
+        fix = f"HARNESS_GPU_STACK={extra} scripts/bootstrap.sh"
+        if version_of(extra) is None:
+            findings.append(
+                Finding(
+                    "warn",
+                    "packages",
+                    f"{stack}: {extra} is not installed "
+                    f"here, its cases are skipped ({fix} builds a venv for them)",
+                )
+            )
+            continue  # fmt: skip
+        wrong = []
+        for text in dynamo_requires:
+            req = Requirement(text)
+            if req.name in NOT_INSTALLED or (
+                req.marker and not req.marker.evaluate({"extra": extra})
+            ):
+                continue
+            have = version_of(req.name)
+            if have is None or not req.specifier.contains(have, prereleases=True):
+                wrong.append(f"{req.name} {have or 'missing'} (wants {req.specifier or 'any'})")
+        status: Status = "fail" if wrong else "ok"
+        detail = "; ".join(wrong[:5]) + f". Run {fix}" if wrong else "as ai-dynamo pins it"
+        findings.append(Finding(status, "packages", f"{stack} ({DYNAMO}[{extra}]): {detail}"))
+    if findings and all(f.status == "warn" for f in findings):
+        findings.append(Finding("fail", "packages", "no engine installed; run "
+                                "HARNESS_GPU_STACK=vllm|sglang scripts/bootstrap.sh"))  # fmt: skip
+    return findings
+
+
+def shim_findings(site: Path, shims_script: Path) -> list[Finding]:
+    """CPU tier: every compatibility shim of scripts/apply_shims.py is in place in `site`."""
+    shims = runpy.run_path(str(shims_script), run_name="apply_shims")["SHIMS"]
+    missing = [
+        f"{shim.relpath} ({shim.why})"
+        for shim in shims
+        if not (site / shim.relpath).is_file() or shim.new not in (site / shim.relpath).read_text()
+    ]
+    if missing:
+        return [Finding("fail", "shims", f"not applied: {'; '.join(missing)}. "
+                        "Run scripts/bootstrap.sh")]  # fmt: skip
+    return [Finding("ok", "shims", f"{len(shims)} compatibility shims applied in {site}")]
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return metadata.version(canonicalize_name(name))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def model_findings(profiles: Sequence[Profile], tier: Tier) -> list[Finding]:
+    """CPU: each tiny checkpoint builds (or is cached). GPU: each model is in the HF cache."""
+    from harness.resources.models import ensure_cached
+    from harness.tiny_models import build_tiny_model
+
+    findings = []
+    if tier == "cpu":
+        for family in sorted({p.model.cpu for p in profiles if p.model.cpu}):
+            try:
+                findings.append(
+                    Finding("ok", "model", f"tiny {family}: {build_tiny_model(family)}")
+                )
+            except Exception as exc:  # any reason the first test would fail the same way
+                findings.append(Finding("fail", "model", f"tiny {family} does not build: "
+                                        f"{type(exc).__name__}: {exc}"))  # fmt: skip
+        return findings
+    for repo_id in sorted({p.model.gpu for p in profiles}):
+        try:
+            ensure_cached(repo_id)
+            findings.append(Finding("ok", "model", f"{repo_id}: in the Hugging Face cache"))
+        except TopologyFailure as failure:
+            findings.append(Finding("fail", "model", failure.message))
+    return findings
+
+
+def memory_findings(tier: Tier, available_bytes: int, cores: int) -> list[Finding]:
+    """CPU tier: room for the largest topology (E/P/D ~4.7 GiB) and at least two cores."""
+    available = available_bytes / 2**30
+    if tier == "gpu":
+        return [Finding("info", "memory", f"{available:.1f} GiB available, {cores} cores")]
+    short = available < CPU_MEMORY_NEED_GIB or cores < 2
+    return [
+        Finding(
+            "warn" if short else "ok",
+            "memory",
+            f"{available:.1f} GiB available, {cores} cores (the CPU E/P/D topology peaks at "
+            f"~4.7 GiB; {CPU_MEMORY_NEED_GIB:g} GiB and 2 cores recommended)",
+        )
+    ]
+
+
+def leftover_findings(checkout: str, registry: PortRegistry) -> list[Finding]:
+    """Processes of killed sessions of this checkout and live port leases (listed, not touched)."""
+    stale = [describe_stale(proc, env) for proc, env in stale_processes(checkout)]
+    findings = [
+        Finding("warn", "leftovers", f"{d} (the next pytest session stops it)") for d in stale
+    ]
+    if not stale:
+        findings.append(Finding("ok", "leftovers", "no process of a killed session is running"))
+    leases = registry.leases()
+    owners = sorted({lease.owner_pid for lease in leases})
+    findings.append(
+        Finding("info", "ports", f"{len(leases)} live port lease(s) in {registry.path}"
+                + (f", owners pid {', '.join(map(str, owners))}" if owners else ""))
+    )  # fmt: skip
+    return findings
+
+
+def docker_findings() -> list[Finding]:
+    try:
+        import docker
+
+        version = docker.from_env().version().get("Version", "?")
+    except Exception as exc:  # no SDK, no socket, daemon down: all mean "no docker here"
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+        return [Finding("warn", "docker", f"no daemon answers ({reason}); only "
+                        "`harness docker` needs one (.ci/docker_setup.sh start)")]  # fmt: skip
+    return [Finding("ok", "docker", f"daemon {version} answers")]
+
+
+def gpu_inventory() -> tuple[GpuInventory, str]:
+    """The inventory and where it came from ($HARNESS_GPUS or NVML), or why NVML gave none."""
+    if os.environ.get(GPUS_ENV):
+        return GpuInventory.detect(), f"${GPUS_ENV} (simulated)"
+    try:
+        inventory = GpuInventory.from_nvml()
+    except Exception as exc:  # pynvml raises NVMLError subclasses or ImportError
+        return GpuInventory(()), f"{type(exc).__name__}: {exc}"
+    return inventory, "NVML" if inventory.devices else "NVML reports 0 devices"
+
+
+def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInventory,
+                  source: str) -> list[Finding]:  # fmt: skip
+    runnable = [p for p in profiles if p.tier(tier) is not None]
+    findings = tier_findings(tier, inventory, source)
+    if tier == "cpu":
+        findings += lock_findings(REPO_ROOT / "requirements" / "cpu.lock", installed_version)
+        site = Path(sysconfig.get_paths()["purelib"])
+        findings += shim_findings(site, REPO_ROOT / "scripts" / "apply_shims.py")
+    else:
+        requires = metadata.requires(DYNAMO) if installed_version(DYNAMO) else []
+        if not requires:
+            findings.append(Finding("fail", "packages", f"{DYNAMO} is not installed"))
+        findings += extra_findings((p.stack for p in runnable), requires or [], installed_version)
+        findings += lock_findings(REPO_ROOT / "requirements" / "harness.txt", installed_version)
+    findings += model_findings(runnable, tier)
+    vm = psutil.virtual_memory()
+    findings += memory_findings(tier, vm.available, psutil.cpu_count() or 1)
+    findings += leftover_findings(str(REPO_ROOT), PortRegistry())
+    return findings + docker_findings()

@@ -1,0 +1,61 @@
+"""`python -m harness report RESULTS.jsonl`: validation table (Markdown or HTML), optionally an
+A/B comparison against another run (`--compare OTHER.jsonl` is the A side, RESULTS the B side)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.cli.common import CliError, reports_user_errors
+from harness.report import (
+    ResultsFileError,
+    compare_table,
+    html_report,
+    load_results,
+    validation_table,
+)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="results.jsonl -> validation / A-B tables")
+    parser.add_argument("results", type=Path, help="results.jsonl of the run to report (B side)")
+    parser.add_argument("--compare", type=Path, help="results.jsonl of the baseline run (A side)")
+    parser.add_argument("--format", choices=["md", "html"], default="md")
+    parser.add_argument("--title", default="Serve validation", help="HTML page title")
+    parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    return parser
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise CliError(f"no results file at {path}")
+    try:
+        return load_results(path)
+    except ResultsFileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def render(results: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, fmt: str,
+           title: str) -> str:  # fmt: skip
+    if fmt == "html":
+        return html_report(results, title=title, baseline=baseline)
+    parts = [f"# {title}", "", validation_table(results, fmt="md")]
+    if baseline is not None:
+        parts += ["", "## A/B (A = baseline, B = this run)", "", compare_table(baseline, results)]
+    return "\n".join(parts) + "\n"
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    results = read(args.results)
+    baseline = read(args.compare) if args.compare else None
+    text = render(results, baseline, args.format, args.title)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(results)} result(s))", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

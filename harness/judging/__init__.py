@@ -1,0 +1,1 @@
+"""Requests and their judgement: media, chat bodies, oracles, expected prompt tokens, baselines."""

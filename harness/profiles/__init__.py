@@ -1,0 +1,37 @@
+"""Profiles: the YAML schema, loading with file:field errors, and the pytest marks of a case."""
+
+from harness.profiles.load import ProfileError, load_profile, load_profiles
+from harness.profiles.schema import (
+    CADENCE_MARKS,
+    TOPOLOGY_ORDER,
+    Budget,
+    CaseSpec,
+    CpuExpect,
+    GpuExpect,
+    MediaKind,
+    ModelSpec,
+    Profile,
+    RequestSpec,
+    RoleSpec,
+    Tier,
+    TierSpec,
+)
+
+__all__ = [
+    "CADENCE_MARKS",
+    "TOPOLOGY_ORDER",
+    "Budget",
+    "CaseSpec",
+    "CpuExpect",
+    "GpuExpect",
+    "MediaKind",
+    "ModelSpec",
+    "Profile",
+    "ProfileError",
+    "RequestSpec",
+    "RoleSpec",
+    "Tier",
+    "TierSpec",
+    "load_profile",
+    "load_profiles",
+]

@@ -1,0 +1,151 @@
+"""Profile schema: one topology for one model family, with its cases (pydantic, frozen)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MediaKind = Literal[
+    "image_url", "image_b64", "video_url", "video_b64",
+    # Bad input a client sends by mistake: the server must refuse it and keep serving.
+    "image_url_bare",  # `"image_url": "http://…"` (a string, not {"url": …})
+    "image_url_missing",  # a URL the asset server answers 404
+]  # fmt: skip
+Tier = Literal["cpu", "gpu"]
+CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
+TOPOLOGY_ORDER = ("agg", "agg_video", "e_pd", "epd", "epd_video", "p_d")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleSpec(Strict):
+    """A process the launcher starts. Workers name the env var that carries their health port."""
+
+    name: str
+    kind: Literal["frontend", "worker", "aux"]
+    health_port: str | None = None
+    discovery_component: str | None = None
+
+    @model_validator(mode="after")
+    def _worker_has_health_port(self) -> RoleSpec:
+        if self.kind == "worker" and not self.health_port:
+            raise ValueError(f"worker role '{self.name}' needs health_port (the env var name)")
+        return self
+
+
+class GpuExpect(Strict):
+    status: int = 200
+    error_contains: str | None = None
+    all_of: list[str] = []
+    any_of: list[str] = []
+
+
+class CpuExpect(Strict):
+    status: int = 200
+    prompt_tokens: bool = True
+    # A known, explained divergence from the HF processor's count (say why in the profile).
+    prompt_tokens_offset: int = 0
+    same_as: str | None = None
+    error_contains: str | None = None
+
+
+class RequestSpec(Strict):
+    prompt: str
+    media: list[MediaKind] = []
+    max_tokens: int = 100
+    gpu: GpuExpect = GpuExpect()
+    cpu: CpuExpect = CpuExpect()
+
+
+class CaseSpec(RequestSpec):
+    suffix: str = ""
+    launcher_args: list[str] = []
+    marks: list[str] = []
+    follow_ups: list[RequestSpec] = []
+    cpu_skip: str | None = None
+    gpu_skip: str | None = None
+
+
+class ModelSpec(Strict):
+    short_name: str
+    gpu: str
+    cpu: Literal["qwen3_vl", "llava"] | None = None
+
+
+class Budget(Strict):
+    total_s: float = Field(gt=0)
+    register_s: float = Field(gt=0)
+    no_health_source_grace_s: float = Field(default=8.0, gt=0)
+    # Workers healthy but the model still not listed this long after: it never registered.
+    listing_grace_s: float = Field(default=15.0, gt=0)
+    request_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _register_within_total(self) -> Budget:
+        if self.register_s > self.total_s:
+            raise ValueError(f"register_s {self.register_s} exceeds total_s {self.total_s}")
+        return self
+
+
+class TierSpec(Strict):
+    launcher_args: list[str] = []
+    marks: list[str] = []
+    env: dict[str, str] = {}
+    budget: Budget
+    gpus: int = 0
+    vram_gib: float = 0.0
+
+
+class Profile(Strict):
+    name: str
+    topology: str
+    stack: Literal["dynamo-vllm", "dynamo-sglang"]
+    launcher: str
+    id_prefix: str = "mm"
+    model: ModelSpec
+    roles: list[RoleSpec]
+    side_ports: list[str] = []
+    marks: list[str]
+    env: dict[str, str] = {}
+    gpu: TierSpec
+    cpu: TierSpec | None = None
+    cpu_skip: str | None = None
+    cases: list[CaseSpec] = Field(min_length=1)
+    source: str = ""
+
+    @field_validator("marks")
+    @classmethod
+    def _cadence(cls, marks: list[str]) -> list[str]:
+        if not any(m in CADENCE_MARKS for m in marks):
+            raise ValueError(f"needs one cadence mark of {CADENCE_MARKS}")
+        return marks
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        names = [r.name for r in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"role names repeat: {names}")
+        if [r.kind for r in self.roles].count("frontend") != 1:
+            raise ValueError("needs exactly one role of kind frontend")
+        ids = [self.test_id(c) for c in self.cases]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"case ids repeat: {ids}")
+        if self.cpu is None and self.cpu_skip is None:
+            raise ValueError("a profile without a cpu tier must say why in cpu_skip")
+        if self.cpu is not None and self.model.cpu is None:
+            raise ValueError("cpu tier given but model.cpu (tiny model family) is not")
+        return self
+
+    def test_id(self, case: CaseSpec) -> str:
+        base = f"{self.id_prefix}_{self.topology}_{self.model.short_name}"
+        return f"{base}_{case.suffix}" if case.suffix else base
+
+    def tier(self, tier: Tier) -> TierSpec | None:
+        return self.gpu if tier == "gpu" else self.cpu
+
+    @property
+    def worker_roles(self) -> list[RoleSpec]:
+        return [r for r in self.roles if r.kind == "worker"]

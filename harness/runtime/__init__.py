@@ -1,0 +1,1 @@
+"""A launched topology: its plan, environment, processes, readiness phases, health, teardown."""

@@ -1,0 +1,174 @@
+"""LaunchPlan: everything needed to launch one topology, resolved, with no side effects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.core.paths import REPO_ROOT
+from harness.core.secrets import redact_env, scrub_text
+from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
+from harness.runtime.launch_env import launcher_env
+
+EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
+FRONTEND_PORT = "DYN_HTTP_PORT"
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    name: str
+    kind: str
+    port: int | None
+    discovery_component: str | None = None
+
+    @property
+    def health_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}/health" if self.port else None
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    profile: str
+    tier: Tier
+    launcher: Path
+    args: tuple[str, ...]
+    model: str
+    served_model_name: str
+    roles: tuple[RolePlan, ...]
+    ports: Mapping[str, int]
+    run_dir: Path
+    scratch_dir: Path
+    budget: Budget
+    topology_id: str
+    signature: str
+    env: Mapping[str, str] = field(repr=False)
+
+    @property
+    def argv(self) -> list[str]:
+        return ["bash", str(self.launcher), *self.args]
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def frontend_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports[FRONTEND_PORT]}"
+
+    @property
+    def workers(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.kind == "worker")
+
+    def role(self, name: str) -> RolePlan:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(f"no role {name!r} in {self.profile}: {[r.name for r in self.roles]}")
+
+    def describe(self) -> dict[str, object]:
+        """Plan as plain data with secrets redacted (for reports, `up`, the audit)."""
+        return {
+            "profile": self.profile,
+            "tier": self.tier,
+            "argv": [scrub_text(arg, self.env) for arg in self.argv],
+            "model": self.model,
+            "ports": dict(self.ports),
+            "roles": {r.name: r.health_url for r in self.roles},
+            "run_dir": str(self.run_dir),
+            "scratch_dir": str(self.scratch_dir),
+            "env": redact_env({k: v for k, v in self.env.items() if k in self.own_env_keys}),
+        }
+
+    @property
+    def own_env_keys(self) -> set[str]:
+        return {
+            k for k in self.env if k.startswith(("HARNESS_", "DYN_", "VLLM_", "MODEL", "SERVED"))
+        }
+
+
+def port_names(profile: Profile) -> list[str]:
+    """Every port the launcher reads: frontend, one per worker, side ports, the event broker."""
+    names = [FRONTEND_PORT, *(r.health_port for r in profile.worker_roles if r.health_port)]
+    return [*names, *profile.side_ports, *EVENT_BROKER_PORTS]
+
+
+def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    spec = profile.tier(tier)
+    assert spec is not None
+    return [*spec.launcher_args, *case.launcher_args]
+
+
+def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
+    """Cases with equal signatures share one launched topology, across profiles too
+    (e.g. `epd` and `epd_video` run on the same E/P/D launch)."""
+    spec = profile.tier(tier)
+    assert spec is not None
+    key = {
+        "launcher": profile.launcher,
+        "args": launcher_args(profile, tier, case),
+        "env": {**profile.env, **spec.env},
+        "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
+        "tier": tier,
+        "roles": [r.model_dump() for r in profile.roles],
+        "side_ports": profile.side_ports,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{Path(profile.launcher).stem}-{tier}-{digest}"
+
+
+def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:
+    port = ports[role.health_port] if role.health_port else None
+    return RolePlan(role.name, role.kind, port, role.discovery_component)
+
+
+def resolve(
+    profile: Profile,
+    tier: Tier,
+    case: CaseSpec,
+    *,
+    ports: Mapping[str, int],
+    run_dir: Path,
+    scratch_dir: Path,
+    model: str,
+    topology_id: str,
+    marker_env: Mapping[str, str],
+    base_env: Mapping[str, str] | None = None,
+    root: Path = REPO_ROOT,
+) -> LaunchPlan:
+    spec = profile.tier(tier)
+    if spec is None:
+        raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
+    missing = [n for n in port_names(profile) if n not in ports]
+    if missing:
+        raise ValueError(f"profile {profile.name}: no port leased for {missing}")
+    served = profile.model.gpu
+    env = launcher_env(
+        tier=tier,
+        model=model,
+        served_model_name=served,
+        ports=ports,
+        scratch_dir=scratch_dir,
+        log_dir=run_dir / "logs",
+        extra={**profile.env, **spec.env},
+        marker_env=marker_env,
+        base=base_env,
+    )
+    return LaunchPlan(
+        profile=profile.name,
+        tier=tier,
+        launcher=root / profile.launcher,
+        args=tuple(launcher_args(profile, tier, case)),
+        model=model,
+        served_model_name=served,
+        roles=tuple(_role_plan(r, ports) for r in profile.roles),
+        ports=dict(ports),
+        run_dir=run_dir,
+        scratch_dir=scratch_dir,
+        budget=spec.budget,
+        topology_id=topology_id,
+        signature=launch_signature(profile, tier, case),
+        env=env,
+    )

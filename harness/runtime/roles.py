@@ -1,0 +1,110 @@
+"""The processes behind a running plan: the launcher and the roles it started (pid files)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from harness.runtime.plan import LaunchPlan
+
+LOG_TAIL_LINES = 30
+EXIT_LINE = re.compile(r"launcher: role (\S+) \(pid (\d+)\) exited with code (\d+)")
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A worker's system port logs an ERROR for every 503 it answers, i.e. for each of the harness's
+# own /health polls while it starts: dozens of lines that would push the real cause out of a tail.
+HEALTH_POLL_503 = re.compile(r"tower_http::trace::on_failure.*Status code: 503")
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines worth reading: colour codes stripped, the health-poll 503 lines
+    folded into one note."""
+    try:
+        data = path.read_bytes()[-64_000:]
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    text = ANSI_ESCAPE.sub("", data.decode(errors="replace"))
+    return "\n".join(fold_health_polls(text.splitlines())[-lines:])
+
+
+def fold_health_polls(lines: list[str]) -> list[str]:
+    """Drop the health-poll 503 lines; one note, where the last of them was, says how many."""
+    kept: list[str] = []
+    dropped, note_at = 0, 0
+    for line in lines:
+        if HEALTH_POLL_503.search(line):
+            dropped, note_at = dropped + 1, len(kept)
+        else:
+            kept.append(line)
+    if not dropped:
+        return lines
+    note = f"[{dropped} x '503 Service Unavailable' lines from the harness's /health polls, elided]"
+    return [*kept[:note_at], note, *kept[note_at:]]
+
+
+@dataclass
+class RoleProcess:
+    name: str
+    pid: int
+    create_time: float
+
+    def alive(self) -> bool:
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+
+class RoleTable:
+    """Finds each role's pid from the launcher's pid files and says which ones have exited."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        self.plan = plan
+        self.known: dict[str, RoleProcess] = {}
+
+    def log_path(self, role: str) -> Path:
+        return self.plan.log_dir / f"{role}.log"
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.plan.log_dir / "launcher.log"
+
+    def refresh(self) -> None:
+        for role in self.plan.roles:
+            if role.name in self.known:
+                continue
+            pid_file = self.plan.log_dir / f"{role.name}.pid"
+            try:
+                pid = int(pid_file.read_text().strip())
+                self.known[role.name] = RoleProcess(
+                    role.name, pid, psutil.Process(pid).create_time()
+                )
+            except (FileNotFoundError, ValueError):
+                continue
+            except psutil.NoSuchProcess:
+                self.known[role.name] = RoleProcess(role.name, pid, 0.0)
+
+    def exited(self) -> list[str]:
+        """Roles no longer running; the one the launcher saw exit first comes first."""
+        gone = [name for name, proc in self.known.items() if not proc.alive()]
+        first = self.first_exit()
+        return sorted(gone, key=lambda name: name != first)
+
+    def first_exit(self) -> str | None:
+        match = EXIT_LINE.search(tail(self.launcher_log, 200))
+        return match.group(1) if match else None
+
+    def exit_code(self, role: str) -> int | None:
+        """The code the launcher saw the role exit with, if it logged one."""
+        for match in EXIT_LINE.finditer(tail(self.launcher_log, 200)):
+            if match.group(1) == role:
+                return int(match.group(3))
+        return None
+
+    def missing(self) -> list[str]:
+        return [r.name for r in self.plan.roles if r.name not in self.known]

@@ -1,0 +1,1 @@
+"""The pytest side: the plugin, serve cases, the shared topology pool, ordering, results."""

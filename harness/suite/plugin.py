@@ -1,0 +1,246 @@
+"""pytest plugin: tier choice, profile-driven serve cases, shared topologies, results, evidence."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.core.paths import REPO_ROOT, cache_dir
+from harness.core.secrets import scrub_text
+from harness.core.verdict import TopologyFailure
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs, warmup_bodies
+from harness.judging.judge import CaseJudge
+from harness.profiles import load_profiles
+from harness.profiles.marks import mark_names
+from harness.report.junit import junit_properties
+from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
+from harness.resources.tier import detect_tier, visible_gpu_count
+from harness.runtime.launch_env import remove_scratch_of
+from harness.runtime.processes import sweep_stale
+from harness.runtime.roles import tail
+from harness.runtime.signal_handlers import term_raises_interrupt
+from harness.suite.case_order import order_key, recorded_durations
+from harness.suite.pool import TopologyPool
+from harness.suite.results import ResultsFile, result_record
+from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+
+RECORD = pytest.StashKey[CaseRecord]()
+REQUEST_MARGIN_S = 30.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("serve-harness")
+    group.addoption("--tier", default="auto", choices=["auto", "cpu", "gpu"],
+                    help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
+    group.addoption("--results", default=None, help="append one JSON line per serve case here")
+    group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
+    group.addoption(
+        "--durations-from",
+        default=str(REPO_ROOT / "runs" / "results.jsonl"),
+        help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "vram_gib(n): GPU memory a case needs per GPU")
+    gpus = visible_gpu_count()
+    config.harness_tier = detect_tier(config.getoption("--tier"), gpus)  # type: ignore[attr-defined]
+    config.harness_gpus = gpus  # type: ignore[attr-defined]
+    config.harness_swept = []  # type: ignore[attr-defined]
+    if not hasattr(config, "workerinput"):
+        swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
+        config.harness_swept = swept  # type: ignore[attr-defined]
+    term_raises_interrupt()  # for the whole session: never restored
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [f"serve-harness tier: {config.harness_tier} ({config.harness_gpus} GPU(s) visible)"]  # type: ignore[attr-defined]
+    for swept in config.harness_swept:  # type: ignore[attr-defined]
+        lines.append(f"serve-harness swept a leftover of a dead session: {swept}")
+    return lines
+
+
+def serve_cases(config: pytest.Config) -> list[ServeCase]:
+    tier = config.harness_tier  # type: ignore[attr-defined]
+    profiles = load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
+    return [ServeCase(p, c, tier) for p in profiles for c in p.cases]
+
+
+def xdist_group_name(sc: ServeCase) -> str:
+    """Under `pytest -n N --dist loadgroup`: on the GPU tier each launch is a unit of work; on the
+    CPU tier all topologies of one model stay on one worker, next to the baselines they compare
+    with (agg, then E/PD)."""
+    if sc.tier == "gpu":
+        return sc.signature or sc.test_id
+    return f"{sc.profile.stack}-{sc.profile.model.short_name}-cpu"
+
+
+def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
+    p = sc.profile
+    spec = p.tier(sc.tier)
+    marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
+    if sc.tier == "gpu":
+        marks.append(pytest.mark.vram_gib(p.gpu.vram_gib))
+    if spec is not None:
+        # pytest-timeout is the backstop behind the harness's own budget, never inside it.
+        limit = spec.budget.total_s + spec.budget.request_s * len(sc.requests) + REQUEST_MARGIN_S
+        if sc.tier == "gpu":
+            limit += ADMISSION_TIMEOUT_S
+        marks.append(pytest.mark.timeout(limit))
+    if sc.signature:
+        marks.append(pytest.mark.xdist_group(xdist_group_name(sc)))
+    reason = sc.skip_reason(gpus_visible)
+    if reason:
+        marks.append(pytest.mark.skip(reason=reason))
+    return marks
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "serve_case" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    cases = serve_cases(config)
+    gpus = config.harness_gpus  # type: ignore[attr-defined]
+    params = [pytest.param(sc, id=sc.test_id, marks=marks_for(sc, gpus)) for sc in cases]
+    metafunc.parametrize("serve_case", params)
+
+
+def _serve_case(item: pytest.Item) -> ServeCase | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("serve_case") if callspec else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Serve cases after the harness's own tests, in harness.suite.case_order's order."""
+    cases = [sc for item in items if (sc := _serve_case(item)) is not None]
+    path = config.getoption("--durations-from")
+    key = order_key(cases, recorded_durations(Path(path) if path else None))
+
+    def item_key(item: pytest.Item) -> tuple[Any, ...]:
+        sc = _serve_case(item)
+        return (0,) if sc is None else (1, *key(sc))
+
+    items.sort(key=item_key)
+
+
+@pytest.fixture(scope="session")
+def harness_media() -> Iterator[MediaURLs]:
+    from harness.judging.asset_server import AssetServer
+    from harness.judging.media import build_media
+
+    media = build_media(cache_dir() / "media")
+    with AssetServer(media.green_square_png.parent) as server:
+        yield MediaURLs.serve(server, media)
+
+
+@pytest.fixture(scope="session")
+def harness_pool(
+    request: pytest.FixtureRequest, harness_media: MediaURLs
+) -> Iterator[TopologyPool]:
+    kinds: dict[str, set[str]] = {}
+    gpus = request.config.harness_gpus  # type: ignore[attr-defined]
+    for item in request.session.items:
+        sc = _serve_case(item)
+        if sc is not None and sc.signature and not sc.skip_reason(gpus):
+            for req in sc.requests:
+                expect = req.gpu if sc.tier == "gpu" else req.cpu
+                if expect.status == 200:
+                    kinds.setdefault(sc.signature, set()).update(req.media)
+    pool = TopologyPool(
+        request.config.harness_tier,  # type: ignore[attr-defined]
+        lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
+    )
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session")
+def harness_baselines() -> BaselineStore:
+    return BaselineStore()
+
+
+@pytest.fixture
+def serve_run(
+    request: pytest.FixtureRequest,
+    harness_pool: TopologyPool,
+    harness_media: MediaURLs,
+    harness_baselines: BaselineStore,
+) -> Any:
+    record = request.node.stash.setdefault(RECORD, CaseRecord())
+
+    def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
+        return CaseJudge(
+            sc.profile,
+            sc.tier,
+            topo.plan.model,
+            harness_media,
+            harness_baselines,
+            topo.plan.signature,
+        )
+
+    def run(sc: ServeCase) -> list[str]:
+        return run_case(sc, harness_pool, harness_media, judge_for, record)
+
+    return run
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Take the topology down after the last case that shares it (teardown errors land here)."""
+    sc = _serve_case(item)
+    if sc is None or "harness_pool" not in getattr(item, "funcargs", {}):
+        return
+    nxt = _serve_case(nextitem) if nextitem is not None else None
+    if nxt is None or nxt.signature != sc.signature or nextitem.get_closest_marker("skip"):
+        pool: TopologyPool = item.funcargs["harness_pool"]  # type: ignore[attr-defined]
+        record = item.stash.setdefault(RECORD, CaseRecord())
+        started = time.monotonic()
+        try:
+            pool.close()
+        finally:
+            record.teardown_s = round(time.monotonic() - started, 3)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    sc = _serve_case(item)
+    if sc is None:
+        return
+    record = item.stash.setdefault(RECORD, CaseRecord())
+    failure = call.excinfo.value if call.excinfo else None
+    if isinstance(failure, TopologyFailure):
+        _attach_evidence(report, failure, record)
+    if report.when == "call" or not report.passed:
+        record.report = record.report if report.when == "teardown" and record.report else report
+        record.failure = record.failure or failure
+    if report.when == "teardown":
+        if not report.passed:
+            record.teardown_failure = failure
+        if record.report is None:
+            return
+        result = result_record(sc, record)
+        report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
+        path = item.config.getoption("--results")
+        if path:
+            ResultsFile(Path(path)).append(result)
+
+
+def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:
+    report.sections.append(("serve-harness verdict", failure.report()))
+    topo = rec.topology
+    if topo is None:
+        return
+    events = "\n".join(json.dumps(e) for e in topo.timeline.events)
+    report.sections.append(("health timeline", events))
+    for role in topo.plan.roles:
+        text = scrub_text(tail(topo.roles.log_path(role.name), 40), topo.plan.env)
+        report.sections.append((f"log {role.name} ({topo.roles.log_path(role.name)})", text))

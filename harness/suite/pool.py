@@ -1,0 +1,71 @@
+"""TopologyPool: at most one launched topology at a time; cases that share a signature share it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness.core.verdict import TopologyFailure
+from harness.profiles import CaseSpec, Profile, Tier
+from harness.resources.ports import PortRegistry
+from harness.runtime.launch import launch
+from harness.runtime.plan import launch_signature
+from harness.runtime.topology import Topology
+
+WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
+
+
+class TopologyPool:
+    """One live topology (a 2-core box cannot hold two). A launch failure is remembered per
+    signature, so the other cases of that launch fail at once with the same cause."""
+
+    def __init__(self, tier: Tier, warmups_for: WarmupsFor, registry: PortRegistry | None = None):
+        self.tier = tier
+        self.warmups_for = warmups_for
+        self.registry = registry or PortRegistry()
+        self.current: Topology | None = None
+        # why each failed launch failed, and its topology (timeline and logs, for evidence)
+        self.failed: dict[str, tuple[TopologyFailure, Topology]] = {}
+        self.launched_here = False
+
+    def get(self, profile: Profile, case: CaseSpec) -> Topology:
+        signature = launch_signature(profile, self.tier, case)
+        if signature in self.failed:
+            raise self.failed[signature][0]
+        self.launched_here = False
+        if self.current is not None and self.current.plan.signature == signature:
+            try:
+                self.current.watch()
+            except TopologyFailure as failure:
+                self.discard(failure)
+                raise
+            return self.current
+        self.close()
+        topo = launch(profile, self.tier, case, self.warmups_for(signature), self.registry)
+        try:
+            topo.__enter__()
+        except TopologyFailure as failure:
+            self.failed[signature] = (failure, topo)
+            raise
+        self.current = topo
+        self.launched_here = True
+        return topo
+
+    def topology_for(self, profile: Profile, case: CaseSpec) -> Topology | None:
+        """The live or failed topology this case ran (or tried to run) on."""
+        signature = launch_signature(profile, self.tier, case)
+        if self.current is not None and self.current.plan.signature == signature:
+            return self.current
+        failed = self.failed.get(signature)
+        return failed[1] if failed else None
+
+    def discard(self, failure: TopologyFailure) -> None:
+        """The current topology broke mid-test: remember why, and take it down."""
+        if self.current is not None:
+            self.failed[self.current.plan.signature] = (failure, self.current)
+            self.close()
+
+    def close(self) -> None:
+        topo, self.current = self.current, None
+        if topo is not None:
+            topo.stop()

@@ -1,0 +1,70 @@
+"""results.jsonl: one JSON line per case (schema in docs/contracts.md)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.secrets import is_secret, scrub_text
+from harness.core.verdict import TopologyFailure
+
+if TYPE_CHECKING:
+    from harness.suite.serve_case import CaseRecord, ServeCase
+
+
+class ResultsFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: dict[str, Any]) -> None:
+        if any(is_secret(k) for k in record):
+            raise ValueError("a results record must not carry secrets")
+        line = scrub_text(json.dumps(record, sort_keys=True, default=str), os.environ)
+        with self._lock, self.path.open("a") as out:
+            out.write(line + "\n")
+
+
+def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
+    """One results.jsonl line from a finished case (outcome from its setup/call report)."""
+    report = rec.report
+    failure = rec.failure or rec.teardown_failure
+    not_run = "skipped" if report.skipped else "error"
+    outcome = report.outcome if report.when == "call" else not_run
+    if rec.teardown_failure is not None and outcome == "passed":
+        outcome = "error"
+    if isinstance(failure, TopologyFailure):
+        message = failure.message
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    elif failure is not None:
+        message = str(failure)[-500:]
+    else:
+        message = ""
+    topo, spec = rec.topology, sc.profile.tier(sc.tier)
+    return {
+        "test_id": sc.test_id,
+        "profile": sc.profile.name,
+        "case": sc.case.suffix or "default",
+        "tier": sc.tier,
+        "stack": sc.profile.stack,
+        "launcher": sc.profile.launcher,
+        "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+        "outcome": outcome,
+        "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
+        "message": message,
+        "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
+        "reused_topology": rec.reused,
+        "duration_s": round(report.duration, 3),
+        "teardown_s": rec.teardown_s,
+        "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
+        "phases": topo.phase_times if topo else {},
+        "timeline": topo.timeline.events if topo else [],
+        "budget_s": spec.budget.total_s if spec else None,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,90 @@
+"""ServeCase: one (profile, case) on a tier, and how it runs against the topology pool."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.verdict import TopologyFailure
+from harness.judging.chat_request import MediaURLs, request_body
+from harness.judging.judge import CaseJudge, content_of
+from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.resources.tier import missing_engine
+from harness.runtime.plan import launch_signature
+from harness.runtime.topology import Topology
+from harness.suite.pool import TopologyPool
+
+
+@dataclass(frozen=True)
+class ServeCase:
+    profile: Profile
+    case: CaseSpec
+    tier: Tier
+
+    @property
+    def test_id(self) -> str:
+        return self.profile.test_id(self.case)
+
+    @property
+    def requests(self) -> list[RequestSpec]:
+        return [self.case, *self.case.follow_ups]
+
+    def skip_reason(self, gpus_visible: int) -> str | None:
+        if self.tier == "cpu":
+            if self.profile.cpu is None:
+                return f"GPU tier only: {self.profile.cpu_skip}"
+            return f"GPU tier only: {self.case.cpu_skip}" if self.case.cpu_skip else None
+        if self.case.gpu_skip:
+            return self.case.gpu_skip
+        need = self.profile.gpu.gpus
+        if need > gpus_visible:
+            vram = self.profile.gpu.vram_gib
+            return f"needs {need} GPU(s) with {vram:g} GiB; {gpus_visible} visible"
+        return missing_engine(self.profile.stack)
+
+    @property
+    def signature(self) -> str | None:
+        if self.profile.tier(self.tier) is None:
+            return None
+        return launch_signature(self.profile, self.tier, self.case)
+
+
+@dataclass
+class CaseRecord:
+    """What one case did, for the results file and the failure report."""
+
+    topology: Topology | None = None
+    reused: bool = False
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    report: Any = None  # the setup or call TestReport that decides the outcome
+    failure: BaseException | None = None
+    teardown_failure: BaseException | None = None
+    teardown_s: float | None = None
+
+
+def run_case(
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judge_for: Any, record: CaseRecord
+) -> list[str]:
+    """Launch (or reuse) the topology, send every request, judge each answer."""
+    try:
+        topo = pool.get(sc.profile, sc.case)
+    except TopologyFailure:
+        record.topology = pool.topology_for(sc.profile, sc.case)  # evidence of the failed launch
+        raise
+    record.topology, record.reused = topo, not pool.launched_here
+    judge: CaseJudge = judge_for(sc, topo)
+    for request in sc.requests:
+        body = request_body(request, urls)
+        try:
+            resp = topo.post_chat(body)
+        except TopologyFailure as failure:
+            pool.discard(failure)
+            raise
+        record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
+        record.checks += judge.judge(request, body, resp)
+        if resp.status_code == 200:
+            record.answers[-1]["content"] = content_of(resp.json())
+    return record.checks
