@@ -30,7 +30,7 @@ from harness.resources.gpus import (
     GpuInventory,
     choose_gpus,
 )
-from harness.suite.run_order import CaseOrder, FileOrder, LongestFirst
+from harness.suite.case_order import CaseOrder, FileOrder, LongestFirst
 
 GOAL_RATIO = 1.1
 

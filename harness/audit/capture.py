@@ -18,8 +18,8 @@ from pathlib import Path
 
 from harness.audit.findings import Invocation
 from harness.audit.shim import RECORD_ENV, write_shim
+from harness.core.markers import marker_env
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.runtime.launch_env import markers
 from harness.runtime.plan import LaunchPlan, port_names, resolve
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
@@ -58,7 +58,7 @@ def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Pat
         scratch_dir=work / "s",
         model=audit_model(profile, tier),
         topology_id="audit",
-        marker_env=markers("audit", "audit", os.getpid()),
+        marker_env=marker_env("audit", "audit", os.getpid()),
         root=root,
     )
 

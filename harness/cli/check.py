@@ -8,8 +8,9 @@ import os
 from typing import Any
 
 from harness.cli.common import add_profiles_option, profiles_in, reports_user_errors
-from harness.cli.machine_check import check_machine, gpu_inventory
+from harness.cli.machine_check import check_machine
 from harness.core.secrets import scrub_text
+from harness.resources.gpus import GpuInventory
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from harness.resources.tier import detect_tier
 
-    inventory, source = gpu_inventory()
+    inventory, source = GpuInventory.detect_with_source()
     tier = detect_tier(args.tier, len(inventory.devices))
     findings = check_machine(profiles_in(args.profiles), tier, inventory, source)
     for finding in findings:

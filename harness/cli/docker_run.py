@@ -20,7 +20,6 @@ RESULTS_TARGET = "/results"
 HF_CACHE_TARGET = "/root/.cache/huggingface"
 ENV_ALLOWED = ("HF_TOKEN", "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES")
 ENV_ALLOWED_PREFIXES = ("HARNESS_",)
-STOP_TIMEOUT_S = 10
 
 
 class DockerRunError(ValueError):

@@ -7,7 +7,6 @@ into their cache if missing, as the first test would)."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import os
 import runpy
 import sysconfig
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +21,7 @@ from packaging.utils import canonicalize_name
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import TopologyFailure
 from harness.profiles import Profile, Tier
-from harness.resources.gpus import GPUS_ENV, GpuDevice, GpuInventory
+from harness.resources.gpus import GpuDevice, GpuInventory
 from harness.resources.ports import PortRegistry
 from harness.resources.tier import STACK_ENGINE
 from harness.runtime.processes import describe_stale, stale_processes
@@ -50,7 +49,7 @@ class Finding:
 
 def tier_findings(tier: Tier, inventory: GpuInventory, source: str) -> list[Finding]:
     """Which tier runs and why; on the GPU tier, each GPU and its free memory. `source`: where
-    the inventory came from, or why NVML gave none (from `gpu_inventory`)."""
+    the inventory came from, or why NVML gave none (`GpuInventory.detect_with_source`)."""
     if inventory.devices:
         gpus = [gpu_finding(d) for d in inventory.devices]
         seen = f"{len(inventory.devices)} GPU(s) seen by {source}"
@@ -220,17 +219,6 @@ def docker_findings() -> list[Finding]:
         return [Finding("warn", "docker", f"no daemon answers ({reason}); only "
                         "`harness docker` needs one (.ci/docker_setup.sh start)")]  # fmt: skip
     return [Finding("ok", "docker", f"daemon {version} answers")]
-
-
-def gpu_inventory() -> tuple[GpuInventory, str]:
-    """The inventory and where it came from ($HARNESS_GPUS or NVML), or why NVML gave none."""
-    if os.environ.get(GPUS_ENV):
-        return GpuInventory.detect(), f"${GPUS_ENV} (simulated)"
-    try:
-        inventory = GpuInventory.from_nvml()
-    except Exception as exc:  # pynvml raises NVMLError subclasses or ImportError
-        return GpuInventory(()), f"{type(exc).__name__}: {exc}"
-    return inventory, "NVML" if inventory.devices else "NVML reports 0 devices"
 
 
 def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInventory,

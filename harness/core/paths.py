@@ -9,8 +9,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "serve-harness"))
+    """`$HARNESS_CACHE`; unset or empty: ~/.cache/serve-harness (bootstrap.sh reads it so)."""
+    return Path(os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "serve-harness")
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("HARNESS_RUNS", REPO_ROOT / "runs"))
+    """`$HARNESS_RUNS` (unset or empty: runs/ in the checkout)."""
+    return Path(os.environ.get("HARNESS_RUNS") or REPO_ROOT / "runs")

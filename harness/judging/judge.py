@@ -15,7 +15,7 @@ from harness.judging.oracles import (
     OracleResult,
     check_chat_structure,
     check_prompt_tokens,
-    check_same_tokens,
+    check_same_text,
 )
 from harness.judging.prompt_tokens import expected_prompt_tokens
 from harness.profiles import Profile, RequestSpec, Tier
@@ -79,7 +79,7 @@ class CaseJudge:
                 f"run the {request.cpu.same_as} profile of {self.profile.model.short_name} too",
             )
         baseline_body = {"choices": [{"message": {"content": baseline}}]}
-        result = check_same_tokens(data, baseline_body)
+        result = check_same_text(data, baseline_body)
         return [self._must(result, prefix=f"same as {request.cpu.same_as}: ")]
 
     @staticmethod

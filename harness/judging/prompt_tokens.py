@@ -17,13 +17,13 @@ import io
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-import numpy as np
-from PIL import Image
-from transformers import AutoProcessor, ProcessorMixin
-from transformers.video_utils import VideoMetadata
+if TYPE_CHECKING:  # transformers takes ~5 s to import: loaded where a count is computed
+    import numpy as np
+    from transformers import ProcessorMixin
+    from transformers.video_utils import VideoMetadata
 
 MediaFetcher = Callable[[str], bytes]
 # vLLM 0.32 `Qwen3VLVideoBackend` defaults (vllm/multimodal/video.py).
@@ -32,6 +32,8 @@ QWEN3_VL_FPS, QWEN3_VL_MIN_FRAMES, QWEN3_VL_MAX_FRAMES, UNKNOWN_FPS = 2.0, 4, 76
 
 @lru_cache(maxsize=8)
 def load_processor(model_dir: str) -> ProcessorMixin:
+    from transformers import AutoProcessor
+
     return AutoProcessor.from_pretrained(model_dir)
 
 
@@ -52,6 +54,8 @@ def media_bytes(url: str, media: MediaFetcher | None) -> bytes:
 def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
     """vLLM 0.32 `Qwen3VLVideoBackend.compute_frames_index_to_sample` at its defaults.
     Example: 10 frames at 10 fps -> int(1 s * 2) = 2, raised to 4 -> [0, 3, 6, 9]."""
+    import numpy as np
+
     num = int(total / fps * QWEN3_VL_FPS)
     num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
     return np.linspace(0, total - 1, num).round().astype(int).tolist()
@@ -61,6 +65,8 @@ def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
     """Decode and sample as vLLM 0.32's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
     import cv2
     import cv2.videoio_registry as registry
+    import numpy as np
+    from transformers.video_utils import VideoMetadata
 
     api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
     stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
@@ -132,6 +138,8 @@ def expected_prompt_tokens(
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
         {"type": "text", "text": "Describe it."}]}]) -> 42
     """
+    from PIL import Image
+
     processor = load_processor(str(Path(model_dir)))
     chat, image_urls, video_urls = split_messages(messages, keep_media=True)
     prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -29,9 +30,51 @@ def load_profile(path: Path, root: Path) -> Profile:
             for err in exc.errors()
         ]
         raise ProfileError("\n".join(lines)) from None
-    if not (root / profile.launcher).is_file():
-        raise ProfileError(f"{path}: launcher: no such file {root / profile.launcher}")
+    launcher = root / profile.launcher
+    if not launcher.is_file():
+        raise ProfileError(f"{path}: launcher: no such file {launcher}")
+    unread = unread_port_vars(profile, launcher.read_text(errors="replace"))
+    if unread:
+        raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile
+
+
+def unread_port_vars(profile: Profile, launcher_text: str) -> list[tuple[str, str]]:
+    """(field, problem) for each worker's health port variable that its launcher never reads
+    with `port VAR DEFAULT` (the launcher contract, launchers/lib/common.sh). Side ports are
+    checked by `harness audit`, which runs the launcher and sees which role takes each one."""
+    named = [
+        (f"roles[{i}].health_port", role.health_port)
+        for i, role in enumerate(profile.roles)
+        if role.health_port
+    ]
+    return [
+        (field, f"{var} is never read by {profile.launcher} (`port {var} DEFAULT`)")
+        for field, var in named
+        if not re.search(rf"\bport\s+{var}\b", launcher_text)
+    ]
+
+
+def unknown_baselines(profile: Profile, profiles: list[Profile]) -> list[str]:
+    """`same_as` must name a topology that some profile of the same stack and model defines."""
+    known = sorted(
+        {
+            p.topology
+            for p in profiles
+            if p.stack == profile.stack and p.model.short_name == profile.model.short_name
+        }
+    )
+    problems = []
+    for i, case in enumerate(profile.cases):
+        requests = [("", case), *((f".follow_ups[{j}]", f) for j, f in enumerate(case.follow_ups))]
+        for where, request in requests:
+            wanted = request.cpu.same_as
+            if wanted is not None and wanted not in known:
+                problems.append(
+                    f"{profile.source}: cases[{i}]{where}.cpu.same_as: {wanted!r} is no topology "
+                    f"of a {profile.model.short_name} profile ({', '.join(known)})"
+                )
+    return problems
 
 
 def load_profiles(directory: Path, root: Path) -> list[Profile]:
@@ -48,4 +91,7 @@ def load_profiles(directory: Path, root: Path) -> list[Profile]:
             if tid in seen:
                 raise ProfileError(f"{p.source}: test id {tid} also defined in {seen[tid]}")
             seen[tid] = p.source
+    problems = [line for p in profiles for line in unknown_baselines(p, profiles)]
+    if problems:
+        raise ProfileError("\n".join(problems))
     return profiles

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -14,7 +15,14 @@ MediaKind = Literal[
 ]  # fmt: skip
 Tier = Literal["cpu", "gpu"]
 CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
-TOPOLOGY_ORDER = ("agg", "agg_video", "e_pd", "epd", "epd_video", "p_d")
+# Topology kinds, baselines first (the CPU tier runs them in this order). Upstream Dynamo's names.
+TopologyKind = Literal["agg", "agg_video", "agg_router", "e_pd", "epd", "epd_video", "p_d"]
+TOPOLOGY_ORDER: tuple[str, ...] = get_args(TopologyKind)
+# The discovery components Dynamo's workers register (dynamo/vllm/args.py, dynamo/sglang/args.py
+# in ai-dynamo 1.6.1): encode workers `encode`, prefill workers `prefill`, the rest `backend`.
+DiscoveryComponent = Literal["encode", "prefill", "backend"]
+# Launcher contract: ports come from env vars (launchers/lib/common.sh `port VAR DEFAULT`).
+PORT_VAR = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 class Strict(BaseModel):
@@ -26,8 +34,8 @@ class RoleSpec(Strict):
 
     name: str
     kind: Literal["frontend", "worker", "aux"]
-    health_port: str | None = None
-    discovery_component: str | None = None
+    health_port: str | None = Field(default=None, pattern=PORT_VAR.pattern)
+    discovery_component: DiscoveryComponent | None = None
 
     @model_validator(mode="after")
     def _worker_has_health_port(self) -> RoleSpec:
@@ -101,13 +109,13 @@ class TierSpec(Strict):
 
 class Profile(Strict):
     name: str
-    topology: str
+    topology: TopologyKind
     stack: Literal["dynamo-vllm", "dynamo-sglang"]
     launcher: str
     id_prefix: str = "mm"
     model: ModelSpec
     roles: list[RoleSpec]
-    side_ports: list[str] = []
+    side_ports: list[Annotated[str, Field(pattern=PORT_VAR.pattern)]] = []
     marks: list[str]
     env: dict[str, str] = {}
     gpu: TierSpec

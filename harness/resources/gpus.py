@@ -75,13 +75,19 @@ class GpuInventory:
     @classmethod
     def detect(cls) -> GpuInventory:
         """$HARNESS_GPUS if set, else NVML, else no GPUs."""
+        return cls.detect_with_source()[0]
+
+    @classmethod
+    def detect_with_source(cls) -> tuple[GpuInventory, str]:
+        """The inventory and where it came from ($HARNESS_GPUS or NVML), or why NVML gave none."""
         spec = os.environ.get(GPUS_ENV)
         if spec:
-            return cls.from_spec(spec)
+            return cls.from_spec(spec), f"${GPUS_ENV} (simulated)"
         try:
-            return cls.from_nvml()
-        except Exception:
-            return cls(())
+            inventory = cls.from_nvml()
+        except Exception as exc:  # pynvml raises NVMLError subclasses, or ImportError
+            return cls(()), f"{type(exc).__name__}: {exc}"
+        return inventory, "NVML" if inventory.devices else "NVML reports 0 devices"
 
 
 @contextlib.contextmanager
@@ -193,8 +199,7 @@ class GpuLeaseBroker:
     def release(self, lease: GpuLease | str) -> None:
         """Drop a lease (a `GpuLease` or its id); unknown ids are ignored."""
         lease_id = lease if isinstance(lease, str) else lease.lease_id
-        with self._file.transaction() as records:
-            records[:] = [r for r in records if r.lease_id != lease_id]
+        self._file.release(lease_id)
 
     def leases(self) -> list[GpuLeaseRecord]:
         """Live lease records (reclaiming those of dead owners)."""

@@ -79,6 +79,11 @@ class LeaseFile(Generic[LeaseT]):
             yield records
             self._write(records)
 
+    def release(self, lease_id: str) -> None:
+        """Drop every record of one lease; an unknown id is ignored."""
+        with self.transaction() as records:
+            records[:] = [r for r in records if r.lease_id != lease_id]
+
     def live_records(self) -> list[LeaseT]:
         """A snapshot of live records (dead owners' records are dropped from the file too)."""
         with self.transaction() as records:

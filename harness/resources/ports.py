@@ -106,8 +106,7 @@ class PortRegistry:
     def release(self, lease: PortLease | str) -> None:
         """Drop every record of a lease (a `PortLease` or its id); unknown ids are ignored."""
         lease_id = lease if isinstance(lease, str) else lease.lease_id
-        with self._file.transaction() as records:
-            records[:] = [r for r in records if r.lease_id != lease_id]
+        self._file.release(lease_id)
 
     def leases(self) -> list[PortLeaseRecord]:
         """Live lease records (reclaiming those of dead owners)."""

@@ -26,11 +26,6 @@ def registered_components(kv_dir: Path) -> set[str]:
     return {str(r.get("component")) for r in _records(kv_dir / "v1" / "instances")}
 
 
-def model_components(kv_dir: Path) -> set[str]:
-    """Components that registered a model card (what the frontend can list)."""
-    return {str(r.get("component")) for r in _records(kv_dir / "v1" / "mdc")}
-
-
 def model_cards(kv_dir: Path) -> list[str]:
     """`namespace/component: model name` for every registered model card."""
     out = []

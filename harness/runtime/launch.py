@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core.markers import SESSION_ID_ENV, marker_env
 from harness.core.paths import runs_dir
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.resources.gpu_slot import take_gpus
 from harness.resources.models import model_for
 from harness.resources.ports import PortRegistry
-from harness.runtime.launch_env import markers
 from harness.runtime.plan import port_names, resolve
 from harness.runtime.topology import Topology
 
-SESSION_ID = os.environ.get("HARNESS_SESSION_ID") or uuid.uuid4().hex[:12]
+SESSION_ID = os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
 
 
 def new_run_dir(profile: Profile, tier: Tier) -> Path:
@@ -61,7 +61,7 @@ def launch(
             scratch_dir=Path(tempfile.gettempdir()) / f"harness-{topology_id[:12]}",
             model=model_for(profile, tier),
             topology_id=topology_id,
-            marker_env=markers(topology_id, SESSION_ID, os.getpid()),
+            marker_env=marker_env(topology_id, SESSION_ID, os.getpid()),
             base_env=base_env,
         )
     except BaseException:

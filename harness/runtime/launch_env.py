@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.core.paths import REPO_ROOT, cache_dir
+from harness.core.paths import cache_dir
 from harness.profiles import Tier
 
 
@@ -39,15 +39,6 @@ def scratch_env(scratch_dir: Path) -> dict[str, str]:
         "DYN_FILE_KV": str(scratch_dir / "discovery"),
         "TMPDIR": str(scratch_dir / "tmp"),
         "VLLM_RPC_BASE_PATH": str(scratch_dir / "rpc"),
-    }
-
-
-def markers(topology_id: str, session_id: str, session_pid: int) -> dict[str, str]:
-    return {
-        "HARNESS_TOPOLOGY_ID": topology_id,
-        "HARNESS_SESSION_ID": session_id,
-        "HARNESS_SESSION_PID": str(session_pid),
-        "HARNESS_CHECKOUT": str(REPO_ROOT),
     }
 
 

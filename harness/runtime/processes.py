@@ -7,7 +7,6 @@ what a `kill -9`'d pytest left behind. Nothing here kills by name: only by PID, 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import os
@@ -20,12 +19,12 @@ from pathlib import Path
 
 import psutil
 
-TOPOLOGY_ID_ENV = "HARNESS_TOPOLOGY_ID"
-SESSION_ID_ENV = "HARNESS_SESSION_ID"
-SESSION_PID_ENV = "HARNESS_SESSION_PID"
-CHECKOUT_ENV = "HARNESS_CHECKOUT"
-
-EnvMarker = tuple[str, str]
+from harness.core.markers import (
+    CHECKOUT_ENV,
+    SESSION_PID_ENV,
+    TOPOLOGY_ID_ENV,
+    EnvMarker,
+)
 
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.02
@@ -286,8 +285,3 @@ def sweep_stale(
         for _, environ in stale:
             cleanup(environ)
     return descriptions
-
-
-def register_atexit_sweep(marker: EnvMarker, grace_s: float = 5.0) -> None:
-    """At interpreter exit, stop whatever still carries `marker` (and its process groups)."""
-    atexit.register(ProcessReaper().stop, None, marker, grace_s)

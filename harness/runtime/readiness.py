@@ -1,53 +1,161 @@
-"""Readiness phases, in order. Each is a small strategy: `done(topology)` polls once."""
+"""Readiness phases, in order. Each is a small strategy that owns its wait and its failures:
+`done(topo)` polls once; `overdue(topo)` returns the failure this phase raises when a budget it
+spends has run out (and which cause that is), else None.
+
+Every phase spends the topology's `total_s` (`phase_timeout`). The registration phases also spend
+`register_s` (`never_registered`); `WorkersHealthy` also names a worker with no health source
+after its grace, and `ModelListed` a model not listed a grace after every worker turned healthy.
+A phase sees the running topology only through `Observed`, so this module does not know
+`Topology`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+import psutil
 import requests
 
-from harness.core.verdict import Cause
+from harness.core.verdict import Cause, TopologyFailure
+from harness.runtime.discovery import model_cards, registered_components
+from harness.runtime.health import HealthSample, HealthTimeline
 from harness.runtime.listeners import exposed_listeners
-
-if TYPE_CHECKING:
-    from harness.runtime.topology import Topology
+from harness.runtime.plan import LaunchPlan
 
 
-class Phase(Protocol):
-    name: str
+class Observed(Protocol):
+    """What a phase may look at and do: the running topology as `Topology` exposes it."""
 
-    def done(self, topo: Topology) -> bool: ...
+    plan: LaunchPlan
+    timeline: HealthTimeline
+    samples: dict[str, HealthSample]
+    phase_times: dict[str, float]
 
-    def waiting_for(self, topo: Topology) -> str: ...
+    def elapsed(self) -> float: ...
+
+    def health_state(self, role: str) -> str: ...
+
+    def health_summary(self) -> dict[str, str]: ...
+
+    def listed_models(self) -> list[str]: ...
+
+    def processes(self) -> list[psutil.Process]: ...
+
+    def post_chat(self, body: dict[str, Any], check_roles: bool = True) -> requests.Response: ...
+
+    def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
 
 
-class WorkersHealthy:
+class Phase:
+    """One step of readiness. Subclasses give `name`, `done` and `waiting_for`; a phase that
+    spends a budget besides `total_s` extends `overdue`."""
+
+    name: ClassVar[str]
+
+    def done(self, topo: Observed) -> bool:
+        raise NotImplementedError
+
+    def waiting_for(self, topo: Observed) -> str:
+        raise NotImplementedError
+
+    def overdue(self, topo: Observed) -> TopologyFailure | None:
+        total = topo.plan.budget.total_s
+        if topo.elapsed() > total:
+            return topo.failure(
+                Cause.PHASE_TIMEOUT,
+                f"phase {self.name} over the {total:.0f} s budget: waiting for "
+                f"{self.waiting_for(topo)}; roles: {topo.health_summary()}",
+            )
+        return None
+
+
+def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
+    """The model is not served: name the roles whose component never reached discovery."""
+    kv_dir = topo.plan.scratch_dir / "discovery"
+    registered = registered_components(kv_dir)
+    missing = [
+        r.name
+        for r in topo.plan.workers
+        if r.discovery_component and r.discovery_component not in registered
+    ]
+    cards = model_cards(kv_dir)
+    return topo.failure(
+        Cause.NEVER_REGISTERED,
+        f"model {topo.plan.served_model_name} not served after {topo.elapsed():.0f} s: "
+        f"roles missing from discovery {missing or '(none)'}; registered components "
+        f"{sorted(registered)}; model cards {cards}; waiting for {waiting_for}",
+        detail={"registered": sorted(registered), "missing_roles": missing, "cards": cards},
+        role=missing[0] if missing else None,
+    )
+
+
+class Registering(Phase):
+    """A phase that waits for registration: past `register_s` the model never registered."""
+
+    def overdue(self, topo: Observed) -> TopologyFailure | None:
+        if topo.elapsed() > topo.plan.budget.register_s:
+            return never_registered(topo, self.waiting_for(topo))
+        return super().overdue(topo)
+
+
+class WorkersHealthy(Registering):
     """Every worker role's system port answers /health 200."""
 
     name = "workers_healthy"
 
-    def done(self, topo: Topology) -> bool:
+    def done(self, topo: Observed) -> bool:
         return all(topo.health_state(r.name) == "ready" for r in topo.plan.workers)
 
-    def waiting_for(self, topo: Topology) -> str:
+    def waiting_for(self, topo: Observed) -> str:
         pending = [r.name for r in topo.plan.workers if topo.health_state(r.name) != "ready"]
         return f"/health 200 from {pending}"
 
+    def overdue(self, topo: Observed) -> TopologyFailure | None:
+        grace = topo.plan.budget.no_health_source_grace_s
+        for role in topo.plan.workers:
+            stuck = topo.timeline.since_state(role.name, "no_health_source")
+            if stuck is not None and stuck > grace:
+                sample = topo.samples[role.name]
+                return topo.failure(
+                    Cause.NO_HEALTH_SOURCE,
+                    f"worker '{role.name}' (port {role.port}) reports every endpoint ready but "
+                    f"status notready for {stuck:.1f} s: it has no health source. Register a "
+                    "health-check payload for its endpoint, or set "
+                    "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]' in its launcher env. "
+                    f"Body: {sample.body}",
+                    role=role.name,
+                    port=role.port,
+                )
+        return super().overdue(topo)
 
-class ModelListed:
-    """The frontend's /v1/models lists the served model (its /health is 200 with no workers)."""
+
+class ModelListed(Registering):
+    """The frontend's /v1/models lists the served model (its /health is 200 with no workers).
+    Every worker healthy for `listing_grace_s` and still not listed: it never registered."""
 
     name = "model_listed"
 
-    def done(self, topo: Topology) -> bool:
+    def done(self, topo: Observed) -> bool:
         return topo.plan.served_model_name in topo.listed_models()
 
-    def waiting_for(self, topo: Topology) -> str:
+    def waiting_for(self, topo: Observed) -> str:
         return f"{topo.plan.served_model_name} in /v1/models (listed: {topo.listed_models()})"
 
+    def overdue(self, topo: Observed) -> TopologyFailure | None:
+        healthy_at = topo.phase_times.get(WorkersHealthy.name)
+        if healthy_at is not None:
+            healthy_for = topo.elapsed() - healthy_at
+            if healthy_for > topo.plan.budget.listing_grace_s:
+                return never_registered(
+                    topo,
+                    f"{self.waiting_for(topo)}; every worker has been healthy for "
+                    f"{healthy_for:.1f} s",
+                )
+        return super().overdue(topo)
 
-class WarmedUp:
+
+class WarmedUp(Phase):
     """One real request per media kind goes through every stage and answers 200.
 
     404/503 mean "not routable yet" and are retried; any other error repeated
@@ -63,7 +171,7 @@ class WarmedUp:
         self.last_error = ""
         self.repeats = 0
 
-    def done(self, topo: Topology) -> bool:
+    def done(self, topo: Observed) -> bool:
         while self.pending:
             try:
                 resp = topo.post_chat(self.pending[0], check_roles=False)
@@ -84,16 +192,16 @@ class WarmedUp:
             self.pending.pop(0)
         return True
 
-    def waiting_for(self, topo: Topology) -> str:
+    def waiting_for(self, topo: Observed) -> str:
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
 
 
-class LoopbackOnly:
+class LoopbackOnly(Phase):
     """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
 
     name = "loopback_only"
 
-    def done(self, topo: Topology) -> bool:
+    def done(self, topo: Observed) -> bool:
         exposed = exposed_listeners(p.pid for p in topo.processes())
         if exposed:
             raise topo.failure(
@@ -102,7 +210,7 @@ class LoopbackOnly:
             )
         return True
 
-    def waiting_for(self, topo: Topology) -> str:
+    def waiting_for(self, topo: Observed) -> str:
         return "the loopback check"
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import psutil
 import requests
 
+from harness.core.markers import TOPOLOGY_ID_ENV, topology_marker
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.runtime.discovery import model_cards, registered_components
 from harness.runtime.footprint import tree_rss_mib
 from harness.runtime.health import HealthSample, HealthTimeline, probe
 from harness.runtime.launch_env import SCRATCH_SUBDIRS
@@ -22,7 +22,6 @@ from harness.runtime.launcher_check import check_launcher
 from harness.runtime.listeners import foreign_listeners, listening_ports
 from harness.runtime.plan import LaunchPlan
 from harness.runtime.processes import (
-    TOPOLOGY_ID_ENV,
     ProcessReaper,
     StopReport,
     marked_processes,
@@ -116,7 +115,7 @@ class Topology:
         )
 
     def wait_ready(self) -> None:
-        budget = self.plan.budget
+        """Run the phases in order; each decides when it is done and when it has failed."""
         for phase in self.phases:
             self.phase = phase.name
             while True:
@@ -124,26 +123,9 @@ class Topology:
                 if phase.done(self):
                     self.phase_times[phase.name] = round(self.elapsed(), 3)
                     break
-                elapsed = self.elapsed()
-                registering = phase.name in ("workers_healthy", "model_listed")
-                if registering and elapsed > budget.register_s:
-                    raise self.never_registered(phase.waiting_for(self))
-                healthy_at = self.phase_times.get("workers_healthy")
-                if (
-                    phase.name == "model_listed"
-                    and healthy_at is not None
-                    and elapsed - healthy_at > budget.listing_grace_s
-                ):
-                    raise self.never_registered(
-                        f"{phase.waiting_for(self)}; every worker has been healthy for "
-                        f"{elapsed - healthy_at:.1f} s"
-                    )
-                if elapsed > budget.total_s:
-                    raise self.failure(
-                        Cause.PHASE_TIMEOUT,
-                        f"phase {phase.name} over the {budget.total_s:.0f} s budget: waiting for "
-                        f"{phase.waiting_for(self)}; roles: {self.health_summary()}",
-                    )
+                failure = phase.overdue(self)
+                if failure is not None:
+                    raise failure
                 time.sleep(POLL_S)
         self.phase = "ready"
         self.ready_s = self.elapsed()
@@ -156,7 +138,7 @@ class Topology:
         if self.stop_report is not None:
             return self.stop_report
         self.phase = "teardown"
-        marker = ("HARNESS_TOPOLOGY_ID", self.plan.topology_id)
+        marker = topology_marker(self.plan.topology_id)
         self.stop_report = self.reaper.stop(self.popen, marker, grace_s=grace_s)
         listening = listening_ports(self.plan.ports.values())
         shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
@@ -197,7 +179,7 @@ class Topology:
         if self._polls % 4 == 1:
             self.peak_rss_mib = max(self.peak_rss_mib, tree_rss_mib(self.popen))
         self.roles.refresh()
-        self.reaper.remember_groups(self.popen, ("HARNESS_TOPOLOGY_ID", self.plan.topology_id))
+        self.reaper.remember_groups(self.popen, topology_marker(self.plan.topology_id))
         for name in self.roles.exited():
             self.timeline.record(name, "exited")
             raise self.role_exited(name)
@@ -216,18 +198,6 @@ class Topology:
             self.samples[role.name] = sample
             state = "no_health_source" if sample.no_health_source else sample.state
             self.timeline.record(role.name, state)
-            stuck = self.timeline.since_state(role.name, "no_health_source")
-            if stuck is not None and stuck > self.plan.budget.no_health_source_grace_s:
-                raise self.failure(
-                    Cause.NO_HEALTH_SOURCE,
-                    f"worker '{role.name}' (port {role.port}) reports every endpoint ready but "
-                    f"status notready for {stuck:.1f} s: it has no health source. Register a "
-                    "health-check payload for its endpoint, or set "
-                    "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]' in its launcher env. "
-                    f"Body: {sample.body}",
-                    role=role.name,
-                    port=role.port,
-                )
 
     def health_state(self, role: str) -> str:
         sample = self.samples.get(role)
@@ -308,21 +278,4 @@ class Topology:
             role=name,
             exit_code=code,
             log_tail=log,
-        )
-
-    def never_registered(self, waiting_for: str) -> TopologyFailure:
-        registered = registered_components(self.plan.scratch_dir / "discovery")
-        missing = [
-            r.name
-            for r in self.plan.workers
-            if r.discovery_component and r.discovery_component not in registered
-        ]
-        cards = model_cards(self.plan.scratch_dir / "discovery")
-        return self.failure(
-            Cause.NEVER_REGISTERED,
-            f"model {self.plan.served_model_name} not served after {self.elapsed():.0f} s: "
-            f"roles missing from discovery {missing or '(none)'}; registered components "
-            f"{sorted(registered)}; model cards {cards}; waiting for {waiting_for}",
-            detail={"registered": sorted(registered), "missing_roles": missing, "cards": cards},
-            role=missing[0] if missing else None,
         )

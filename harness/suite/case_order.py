@@ -3,20 +3,51 @@
 CPU tier: baselines first (agg, then e_pd, then epd), plain launches before flagged ones, so the
 cross-topology checks find their baseline in the same session.
 GPU tier: the longest launch groups first (LPT, from a previous run's results.jsonl), which keeps
-the makespan of a parallel run close to its lower bound (bench/gpu_makespan.py).
+the makespan of a parallel run close to its lower bound (bench/gpu_makespan.py). The orders are
+small strategies (xdist-scheduler style): `FileOrder`, `LongestFirst`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.profiles import TOPOLOGY_ORDER
-from harness.suite.run_order import LongestFirst
 from harness.suite.serve_case import ServeCase
+
+
+class CaseOrder(Protocol):
+    """Orders test ids before they are handed to workers (xdist-scheduler style)."""
+
+    def order(self, test_ids: Sequence[str]) -> list[str]: ...
+
+
+class FileOrder:
+    """Keeps collection order."""
+
+    def order(self, test_ids: Sequence[str]) -> list[str]:
+        return list(test_ids)
+
+
+@dataclass(frozen=True)
+class LongestFirst:
+    """Longest known duration first (LPT list scheduling); unknown ids count `default_s`.
+
+    Ties keep collection order. Example:
+        LongestFirst({"t::a": 60, "t::b": 600}, default_s=300).order(["t::a", "t::b", "t::c"])
+        == ["t::b", "t::c", "t::a"]
+    """
+
+    durations: Mapping[str, float]
+    default_s: float = 300.0
+
+    def order(self, test_ids: Sequence[str]) -> list[str]:
+        return sorted(test_ids, key=lambda t: -self.durations.get(t, self.default_s))
+
 
 DEFAULT_GROUP_S = 300.0
 

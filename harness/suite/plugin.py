@@ -16,7 +16,7 @@ from harness.core.verdict import TopologyFailure
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, warmup_bodies
 from harness.judging.judge import CaseJudge
-from harness.profiles import load_profiles
+from harness.profiles import ProfileError, load_profiles
 from harness.profiles.marks import mark_names
 from harness.report.junit import junit_properties
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
@@ -105,7 +105,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "serve_case" not in metafunc.fixturenames:
         return
     config = metafunc.config
-    cases = serve_cases(config)
+    try:
+        cases = serve_cases(config)
+    except ProfileError as exc:
+        problem = str(exc)
+    else:
+        problem = ""
+    if problem:  # its `file: field: message` lines alone, not the harness's frames
+        pytest.fail(problem, pytrace=False)
     gpus = config.harness_gpus  # type: ignore[attr-defined]
     params = [pytest.param(sc, id=sc.test_id, marks=marks_for(sc, gpus)) for sc in cases]
     metafunc.parametrize("serve_case", params)

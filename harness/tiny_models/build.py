@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import tokenizers
 import torch
 import transformers
 
+from harness.core.paths import cache_dir
 from harness.tiny_models import llava, qwen3_vl
 from harness.tiny_models.tokenizer import corpus_digest
 
@@ -25,9 +25,8 @@ BUILDERS: dict[str, Callable[[Path, int], None]] = {
 
 
 def default_cache_dir() -> Path:
-    """`$HARNESS_CACHE/models`, else `~/.cache/serve-harness/models`."""
-    root = os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "serve-harness"
-    return Path(root) / "models"
+    """`models/` under the harness cache (`harness.core.paths.cache_dir`)."""
+    return cache_dir() / "models"
 
 
 def build_key(family: str) -> str:

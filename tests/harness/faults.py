@@ -20,6 +20,7 @@ from typing import Any
 
 import requests
 
+from harness.core.markers import TOPOLOGY_ID_ENV
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.judging.baselines import BaselineStore
@@ -28,7 +29,7 @@ from harness.judging.judge import CaseJudge
 from harness.profiles import GpuExpect, Profile, Tier, load_profile
 from harness.runtime.launch import launch
 from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import TOPOLOGY_ID_ENV, marked_processes
+from harness.runtime.processes import marked_processes
 from harness.runtime.topology import POLL_S, Topology
 
 PROFILES = Path(__file__).parent / "profiles"

@@ -17,7 +17,7 @@ from harness.resources.gpus import (
     choose_gpus,
     wait_memory_returned,
 )
-from harness.suite.run_order import LongestFirst
+from harness.suite.case_order import LongestFirst
 
 GIB = 1024
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.core.markers import SESSION_ID_ENV
 from harness.core.paths import REPO_ROOT
 from harness.runtime.processes import marked_processes
 
@@ -24,7 +25,7 @@ PROFILES = Path(__file__).parent / "interrupt_profiles"
 
 
 def start_session(tmp_path: Path, session_id: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "HARNESS_SESSION_ID": session_id, "HARNESS_RUNS": str(tmp_path)}
+    env = {**os.environ, SESSION_ID_ENV: session_id, "HARNESS_RUNS": str(tmp_path)}
     cmd = [sys.executable, "-m", "pytest", "tests/serve", "--profiles", str(PROFILES), "-q",
            "-p", "no:cacheprovider", "--tier", "cpu"]  # fmt: skip
     log = (tmp_path / "pytest.log").open("wb")
@@ -34,7 +35,7 @@ def start_session(tmp_path: Path, session_id: str) -> subprocess.Popen[bytes]:
 def wait_for_roles(session_id: str, count: int, timeout_s: float = 30) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = marked_processes("HARNESS_SESSION_ID", session_id)
+        found = marked_processes(SESSION_ID_ENV, session_id)
         if len(found) >= count:
             return found
         time.sleep(0.2)
@@ -44,11 +45,11 @@ def wait_for_roles(session_id: str, count: int, timeout_s: float = 30) -> list[p
 def wait_gone(session_id: str, timeout_s: float) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
-        if not marked_processes("HARNESS_SESSION_ID", session_id):
+        if not marked_processes(SESSION_ID_ENV, session_id):
             return time.monotonic() - start
         time.sleep(0.05)
     left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if p in
-            marked_processes("HARNESS_SESSION_ID", session_id)]  # fmt: skip
+            marked_processes(SESSION_ID_ENV, session_id)]  # fmt: skip
     raise AssertionError(f"still running after {timeout_s} s: {left}")
 
 
@@ -80,7 +81,7 @@ def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
         proc.kill()  # pytest gets no chance to tear down
         proc.wait(timeout=10)
         time.sleep(0.5)
-        assert marked_processes("HARNESS_SESSION_ID", session), "kill -9 should leave orphans"
+        assert marked_processes(SESSION_ID_ENV, session), "kill -9 should leave orphans"
         orphan_pids = {p.pid for p in left}
         cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider"]
         cmd.append("tests/harness/test_profile.py")
@@ -91,7 +92,7 @@ def test_killed_session_is_swept_by_the_next(tmp_path: Path) -> None:
         wait_gone(session, 5.0)
         assert scratch and not any(d.exists() for d in scratch), scratch
     finally:
-        for p in marked_processes("HARNESS_SESSION_ID", session):
+        for p in marked_processes(SESSION_ID_ENV, session):
             p.kill()
 
 
@@ -112,7 +113,7 @@ def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Pa
         "profile = load_profiles(Path(sys.argv[1]), REPO_ROOT)[0]\n"
         "with launch(profile, 'cpu', profile.cases[0]):\n    pass\n"
     )
-    env = {**os.environ, "HARNESS_SESSION_ID": session, "HARNESS_RUNS": str(tmp_path)}
+    env = {**os.environ, SESSION_ID_ENV: session, "HARNESS_RUNS": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-c", script, str(PROFILES)], cwd=REPO_ROOT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.markers import TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.resources.ports import PortRegistry
 from harness.runtime.launch import launch
 from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import TOPOLOGY_ID_ENV, marked_processes
+from harness.runtime.processes import marked_processes
 from tests.harness.faults import fault_profile
 
 

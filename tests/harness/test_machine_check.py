@@ -22,10 +22,10 @@ from harness.cli.machine_check import (
     shim_findings,
     tier_findings,
 )
+from harness.core.markers import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
 from harness.profiles import load_profiles
 from harness.resources.gpus import GpuDevice, GpuInventory
 from harness.resources.ports import PortRegistry
-from harness.runtime.processes import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIM_SCRIPT = REPO_ROOT / "scripts" / "apply_shims.py"

@@ -7,7 +7,7 @@ from harness.judging.oracles import (
     OracleResult,
     check_chat_structure,
     check_prompt_tokens,
-    check_same_tokens,
+    check_same_text,
 )
 from harness.judging.oracles.structure import first_difference
 
@@ -146,8 +146,8 @@ def test_prompt_tokens_exact() -> None:
 
 
 def test_same_tokens_equal_and_different() -> None:
-    assert check_same_tokens(chat_body("same text"), chat_body("same text")).passed
-    result = check_same_tokens(chat_body("The square is green."), chat_body("The square is red."))
+    assert check_same_text(chat_body("same text"), chat_body("same text")).passed
+    result = check_same_text(chat_body("The square is green."), chat_body("The square is red."))
     assert not result.passed
     assert "at char 14" in result.detail
     assert "got 'The square is green.'" in result.detail
@@ -156,17 +156,17 @@ def test_same_tokens_equal_and_different() -> None:
 
 def test_same_tokens_detail_starts_near_a_late_difference() -> None:
     prefix = "x" * 500
-    result = check_same_tokens(chat_body(prefix + "green"), chat_body(prefix + "red"))
+    result = check_same_text(chat_body(prefix + "green"), chat_body(prefix + "red"))
     assert "at char 500" in result.detail
     assert "from char 460:" in result.detail
     assert "x" * 100 not in result.detail
 
 
 def test_same_tokens_prefix_and_missing_content() -> None:
-    result = check_same_tokens(chat_body("abc"), chat_body("abcdef"))
+    result = check_same_text(chat_body("abc"), chat_body("abcdef"))
     assert not result.passed
     assert "at char 3" in result.detail
-    missing = check_same_tokens({"choices": []}, chat_body())
+    missing = check_same_text({"choices": []}, chat_body())
     assert not missing.passed
     assert "response has no" in missing.detail
 

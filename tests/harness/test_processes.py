@@ -221,21 +221,3 @@ def test_sweep_stale_removes_orphans_of_dead_sessions_only(
             if session is not None:
                 session.kill()
                 session.wait()
-
-
-def test_atexit_sweep_stops_marked_processes_when_the_interpreter_exits(
-    marker: EnvMarker, tmp_path: Path
-) -> None:
-    code = textwrap.dedent(
-        f"""
-        import os, sys
-        from pathlib import Path
-        from harness.runtime.processes import register_atexit_sweep, spawn_in_session
-        register_atexit_sweep({marker!r}, grace_s=2.0)
-        env = {{**os.environ, {marker[0]!r}: {marker[1]!r}}}
-        spawn_in_session(["sleep", "300"], env, Path({str(tmp_path / "s.log")!r}), ".")
-        """
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
-    wait_until(lambda: not marked_processes(*marker), timeout_s=15.0)  # TERM grace is 5 s

@@ -55,6 +55,25 @@ def test_good_profile_and_test_ids(tmp_path: Path) -> None:
         (("suffix: b64, ", ""), "<top>", "repeat"),
         (("stack: dynamo-vllm", "stack: dynamo-trt"), "stack", "dynamo-vllm"),
         (("name: t\n", "name: t\ncolour: red\n"), "colour", "Extra inputs"),
+        (("topology: agg", "topology: aggregated"), "topology", "'agg_router'"),
+        (
+            (
+                "health_port: DYN_SYSTEM_PORT1",
+                "health_port: DYN_SYSTEM_PORT1, discovery_component: encoder",
+            ),
+            "roles.1.discovery_component",
+            "'encode'",
+        ),
+        (
+            ("health_port: DYN_SYSTEM_PORT1", "health_port: dyn-port"),
+            "roles.1.health_port",
+            "pattern",
+        ),
+        (
+            ("health_port: DYN_SYSTEM_PORT1", "health_port: DYN_SYSTEM_PORT7"),
+            "roles[1].health_port",
+            "DYN_SYSTEM_PORT7 is never read by launchers/vllm/agg_multimodal",
+        ),
     ],
 )
 def test_bad_profile_names_file_and_field(
@@ -87,3 +106,39 @@ def test_duplicate_profile_names_are_refused(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_text(GOOD.replace("short_name: m", "short_name: n"))
     with pytest.raises(ProfileError, match=r"b\.yaml: name: t is also the name of .*a\.yaml"):
         load_profiles(tmp_path, REPO_ROOT)
+
+
+def test_same_as_must_name_a_topology_of_the_same_model(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(
+        GOOD.replace("- {prompt: hi, media: [image_url]}", "- {prompt: hi, cpu: {same_as: agg}}")
+    )
+    assert len(load_profiles(tmp_path, REPO_ROOT)) == 1  # its own topology is known
+    (tmp_path / "a.yaml").write_text(
+        GOOD.replace("- {prompt: hi, media: [image_url]}", "- {prompt: hi, cpu: {same_as: e_pd}}")
+    )
+    with pytest.raises(ProfileError, match=r"a\.yaml: cases\[0\]\.cpu\.same_as: 'e_pd' is no "
+                       r"topology of a m profile \(agg\)"):  # fmt: skip
+        load_profiles(tmp_path, REPO_ROOT)
+    other_model = GOOD.replace("name: t", "name: u").replace("short_name: m", "short_name: n")
+    (tmp_path / "b.yaml").write_text(other_model.replace("topology: agg", "topology: e_pd"))
+    with pytest.raises(ProfileError, match="same_as: 'e_pd'"):  # e_pd of another model is no help
+        load_profiles(tmp_path, REPO_ROOT)
+
+
+def test_a_bad_profile_fails_collection_with_its_lines_alone(tmp_path: Path) -> None:
+    """pytest shows `file: field: message`, not the harness's frames."""
+    import subprocess
+    import sys
+
+    write(tmp_path, GOOD.replace("total_s: 100, register_s: 50}}\ncases",
+                                 "total_s: -1, register_s: 50}}\ncases"))  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/serve", "--collect-only", "-q",
+         "-p", "no:cacheprovider", "--profiles", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert (
+        f"{tmp_path / 'p.yaml'}: cpu.budget.total_s: Input should be greater than 0" in out.stdout
+    )
+    assert "harness/profiles/load.py" not in out.stdout and "Traceback" not in out.stdout

@@ -5,7 +5,7 @@ from harness.judging.oracles.result import OracleResult
 from harness.judging.oracles.structure import (
     check_chat_structure,
     check_prompt_tokens,
-    check_same_tokens,
+    check_same_text,
 )
 
 __all__ = [
@@ -13,5 +13,5 @@ __all__ = [
     "OracleResult",
     "check_chat_structure",
     "check_prompt_tokens",
-    "check_same_tokens",
+    "check_same_text",
 ]

@@ -86,7 +86,7 @@ def first_difference(a: str, b: str) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def check_same_tokens(body: object, baseline_body: object) -> OracleResult:
+def check_same_text(body: object, baseline_body: object) -> OracleResult:
     """The first choice's content equals the baseline's exactly (greedy decoding must match a
     single-instance baseline). On a mismatch the detail names the first differing character
     index and shows both texts from a little before it.
