@@ -1,6 +1,6 @@
 """Makespan of a simulated GPU-tier suite on a 4x80 GiB runner: LongestFirst vs. file order.
 
-Uses the broker's admission rule (`harness.resources.gpus.choose_gpus`) on a simulated clock.
+Uses the broker's admission rule (`harness.resources.gpu_leases.place`) on a simulated clock.
 Each of `--workers` xdist-like workers takes the next case in order and blocks until the broker
 admits it; at every finish, waiting cases are re-polled in arrival order (any that fits starts).
 
@@ -25,11 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.resources.gpus import (
-    MIB_PER_GIB,
-    GpuInventory,
-    choose_gpus,
-)
+from harness.resources.gpu_inventory import GIB, GpuInventory
+from harness.resources.gpu_leases import place
 from harness.suite.case_order import CaseOrder, FileOrder, LongestFirst
 
 GOAL_RATIO = 1.1
@@ -87,7 +84,7 @@ def simulate(cases: Sequence[GpuCase], inventory: GpuInventory, workers: int) ->
     queue = list(cases)
     waiting: list[GpuCase] = []
     running: list[tuple[float, int, GpuCase, list[int]]] = []
-    reserved: dict[int, float] = {}
+    reserved: dict[int, int] = {}
     starts: dict[str, tuple[float, list[int]]] = {}
     idle, now, seq = workers, 0.0, 0
     while queue or waiting or running:
@@ -95,12 +92,12 @@ def simulate(cases: Sequence[GpuCase], inventory: GpuInventory, workers: int) ->
             waiting.append(queue.pop(0))
             idle -= 1
         for case in list(waiting):
-            vram_mib = case.vram_gib * MIB_PER_GIB
-            indices = choose_gpus(inventory.devices, reserved, case.gpus, vram_mib)
+            vram = int(case.vram_gib * GIB)
+            indices = place(inventory.devices, reserved, [vram] * case.gpus)
             if indices is None:
                 continue
             for index in indices:
-                reserved[index] = reserved.get(index, 0.0) + vram_mib
+                reserved[index] = reserved.get(index, 0) + vram
             waiting.remove(case)
             starts[case.test_id] = (now, indices)
             heapq.heappush(running, (now + case.duration_s, seq, case, indices))
@@ -109,7 +106,7 @@ def simulate(cases: Sequence[GpuCase], inventory: GpuInventory, workers: int) ->
             raise RuntimeError(f"cases can never be admitted: {[c.test_id for c in waiting]}")
         now, _, done, indices = heapq.heappop(running)
         for index in indices:
-            reserved[index] -= done.vram_gib * MIB_PER_GIB
+            reserved[index] -= int(done.vram_gib * GIB)
         idle += 1
     return Schedule(now, starts)
 
@@ -127,7 +124,7 @@ def ordered(cases: Sequence[GpuCase], order: CaseOrder) -> list[GpuCase]:
 
 def vram_bound_s(cases: Sequence[GpuCase], inventory: GpuInventory) -> float:
     """max(longest case, total GiB-seconds / total GiB): valid even when cases share GPUs."""
-    total_gib = sum(d.total_mib for d in inventory.devices) / MIB_PER_GIB
+    total_gib = sum(d.total_bytes for d in inventory.devices) / GIB
     gib_seconds = sum(c.gpus * c.vram_gib * c.duration_s for c in cases)
     return max(max(c.duration_s for c in cases), gib_seconds / total_gib)
 
@@ -143,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     inventory = GpuInventory.from_spec(args.gpus)
     gpu_count = len(inventory.devices)
-    whole_gpu_gib = min(d.total_mib for d in inventory.devices) / MIB_PER_GIB
+    whole_gpu_gib = min(d.total_bytes for d in inventory.devices) / GIB
     rng = random.Random(args.seed)
     recorded = {c.test_id: c.duration_s for c in SUITE}
     noisy = {t: d * rng.uniform(1 - args.noise, 1 + args.noise) for t, d in recorded.items()}

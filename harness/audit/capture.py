@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.audit.findings import Invocation
+from harness.audit.gpu_env import simulated_gpu_env
 from harness.audit.shim import RECORD_ENV, write_shim
 from harness.core.markers import marker_env
 from harness.profiles import CaseSpec, Profile, Tier
@@ -49,6 +50,9 @@ def audit_model(profile: Profile, tier: Tier) -> str:
 
 
 def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Path) -> LaunchPlan:
+    """GPU tier: with the GPUs and per-role memory a lease on idle cards of the profile's claimed
+    size would hand the launcher (nothing is leased)."""
+    base_env = {**os.environ, **simulated_gpu_env(profile)} if tier == "gpu" else None
     return resolve(
         profile,
         tier,
@@ -59,6 +63,7 @@ def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Pat
         model=audit_model(profile, tier),
         topology_id="audit",
         marker_env=marker_env("audit", "audit", os.getpid()),
+        base_env=base_env,
         root=root,
     )
 

@@ -12,7 +12,7 @@ from harness.profiles import Profile
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
-UNSET_PORT = re.compile(r"port variable (\w+) is not set")
+UNSET_PORT = re.compile(r"variable (\w+) is not set")
 ENGINES = ("dynamo.vllm", "dynamo.sglang")
 STRAY_FIX = "read it with $(port VAR DEFAULT); add VAR to the profile's side_ports"
 HEALTH_FIX = f"""set {ENDPOINT_HEALTH_ENV}='["generate"]' on its start_role"""
@@ -47,11 +47,12 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
     if cap.returncode != 0:
         tail = " | ".join(cap.stderr.strip().splitlines()[-3:])
         unset = UNSET_PORT.search(cap.stderr)
-        fix = (
-            f"lease it: add {unset.group(1)} to the profile's side_ports or a health_port"
-            if unset
-            else "make the launcher start every role under managed ports"
-        )
+        if unset:
+            fix = f"lease it: add {unset.group(1)} to the profile's side_ports or a health_port"
+        elif "needs GPU #" in cap.stderr:
+            fix = "place the roles on the GPUs the layout uses (each role's gpu.device)"
+        else:
+            fix = "make the launcher start every role under managed ports"
         out.append(Finding(launcher, "launcher", f"exited {cap.returncode}: {tail}", fix))
     values = set(cap.plan.ports.values())
     users: dict[int, list[str]] = {}

@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.audit.capture import plan_for, run_launcher
 from harness.audit.checks import check_flags_and_registration, check_health, check_ports
 from harness.audit.findings import Finding
+from harness.audit.memory import check_kv, check_memory
 from harness.audit.sglang_parser import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
@@ -61,6 +62,8 @@ def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
                 *check_health(profile, cap, launcher),
                 *check_flags_and_registration(cap, launcher),
             ]
+            if tier == "gpu":
+                found += [*check_memory(profile, cap, launcher), *check_kv(profile, cap, launcher)]
         for f in found:
             merged.setdefault((f.file, f.role, f.what, f.fix), []).append(label)
     for (file, role, what, fix), labels in merged.items():

@@ -10,7 +10,7 @@ from typing import Any
 from harness.cli.common import add_profiles_option, profiles_in, reports_user_errors
 from harness.cli.machine_check import check_machine
 from harness.core.secrets import scrub_text
-from harness.resources.gpus import GpuInventory
+from harness.resources.gpu_inventory import GpuInventory
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from typing import Any
 from harness.cli.common import DEFAULT_CASE, add_profiles_option, profiles_in, reports_user_errors
 from harness.profiles import Profile, Tier
 from harness.profiles.marks import mark_names
+from harness.resources.memory_plan import GIB, plan_memory
 from harness.suite.serve_case import ServeCase
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
@@ -23,8 +24,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def hardware(profile: Profile, tier: Tier) -> str:
+    """GPU: e.g. 'gpu_1 runner, 1 GPU(s) of >= 24 GiB: #0 20.2 GiB (encode 3.9 + prefill 8.1 +
+    decode 8.1), Qwen/Qwen3-VL-2B-Instruct' (the memory plan, harness/resources/memory_plan.py)."""
     if tier == "gpu":
-        return f"{profile.gpu.gpus} GPU(s) x {profile.gpu.vram_gib:g} GiB, {profile.model.gpu}"
+        plan = plan_memory(profile)
+        gpus = "; ".join(
+            f"#{device} {need / GIB:.1f} GiB ("
+            + " + ".join(f"{r.role} {r.total / GIB:.1f}" for r in plan.roles if r.device == device)
+            + ")"
+            for device, need in enumerate(plan.per_device())
+        )
+        return (
+            f"gpu_{profile.gpu.gpus} runner, {plan.devices} GPU(s) of >= "
+            f"{profile.gpu.card_gib:g} GiB: {gpus}, {profile.model.gpu}"
+        )
     if profile.cpu is None:
         return "no CPU tier"
     return f"CPU, tiny {profile.model.cpu} model"
@@ -33,7 +46,7 @@ def hardware(profile: Profile, tier: Tier) -> str:
 def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
     """Why the case never runs on this tier, whatever the machine (GPU count aside)."""
     if tier == "cpu":
-        return sc.skip_reason(gpus_visible=0)
+        return sc.skip_reason(None)
     return sc.case.gpu_skip
 
 

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import TopologyFailure
 from harness.profiles import Profile, Tier
-from harness.resources.gpus import GpuDevice, GpuInventory
+from harness.resources.gpu_inventory import GIB, GpuDevice, GpuInventory
 from harness.resources.ports import PortRegistry
 from harness.resources.tier import STACK_ENGINE
 from harness.runtime.processes import describe_stale, stale_processes
@@ -62,11 +62,8 @@ def tier_findings(tier: Tier, inventory: GpuInventory, source: str) -> list[Find
 def gpu_finding(device: GpuDevice) -> Finding:
     """A GPU already holding memory before any test (another job, a leaked engine) is a warning:
     cases leased onto it may not fit."""
-    used_gib = (device.total_mib - device.free_mib) / 1024
-    detail = (
-        f"{device.index}: {device.name}, {device.free_mib / 1024:.0f} of "
-        f"{device.total_mib / 1024:.0f} GiB free"
-    )
+    used_gib = (device.total_bytes - device.free_bytes) / GIB
+    detail = device.describe()
     if used_gib > GPU_IDLE_USED_GIB:
         return Finding("warn", "gpu", f"{detail}; {used_gib:.1f} GiB held by another process")
     return Finding("ok", "gpu", detail)
@@ -225,6 +222,7 @@ def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInvento
                   source: str) -> list[Finding]:  # fmt: skip
     runnable = [p for p in profiles if p.tier(tier) is not None]
     findings = tier_findings(tier, inventory, source)
+    findings += [Finding("warn", "gpu", why) for why in inventory.refused]
     if tier == "cpu":
         findings += lock_findings(REPO_ROOT / "requirements" / "cpu.lock", installed_version)
         site = Path(sysconfig.get_paths()["purelib"])

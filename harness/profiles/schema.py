@@ -29,6 +29,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class RoleGpu(Strict):
+    """Where a worker sits on the GPU tier and what it holds there (see
+    harness/resources/memory_plan.py): `device` is its position in the GPUs the topology leases
+    (the launcher's `gpu_for N` under the profile's layout flags)."""
+
+    device: int = Field(default=0, ge=0)
+    holds: Literal["model", "vision_tower", "hf_model"] = "model"
+
+
 class RoleSpec(Strict):
     """A process the launcher starts. Workers name the env var that carries their health port."""
 
@@ -36,6 +45,7 @@ class RoleSpec(Strict):
     kind: Literal["frontend", "worker", "aux"]
     health_port: str | None = Field(default=None, pattern=PORT_VAR.pattern)
     discovery_component: DiscoveryComponent | None = None
+    gpu: RoleGpu = RoleGpu()
 
     @model_validator(mode="after")
     def _worker_has_health_port(self) -> RoleSpec:
@@ -103,8 +113,17 @@ class TierSpec(Strict):
     marks: list[str] = []
     env: dict[str, str] = {}
     budget: Budget
-    gpus: int = 0
-    vram_gib: float = 0.0
+
+
+class GpuTierSpec(TierSpec):
+    """The GPU tier. Memory is planned in bytes per role (harness/resources/memory_plan.py), so
+    no profile states VRAM by hand: `card_gib` is the smallest card it claims to fit."""
+
+    gpus: int = Field(ge=1)  # the runner class (gpu_N mark); upstream Dynamo's count
+    card_gib: float = Field(default=24.0, gt=0)
+    max_model_len: int = Field(default=4096, gt=0)
+    max_num_seqs: int = Field(default=2, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)  # default: max_model_len
 
 
 class Profile(Strict):
@@ -118,7 +137,7 @@ class Profile(Strict):
     side_ports: list[Annotated[str, Field(pattern=PORT_VAR.pattern)]] = []
     marks: list[str]
     env: dict[str, str] = {}
-    gpu: TierSpec
+    gpu: GpuTierSpec
     cpu: TierSpec | None = None
     cpu_skip: str | None = None
     cases: list[CaseSpec] = Field(min_length=1)
@@ -145,6 +164,9 @@ class Profile(Strict):
             raise ValueError("a profile without a cpu tier must say why in cpu_skip")
         if self.cpu is not None and self.model.cpu is None:
             raise ValueError("cpu tier given but model.cpu (tiny model family) is not")
+        beyond = [r.name for r in self.roles if r.gpu.device >= self.gpu.gpus]
+        if beyond:
+            raise ValueError(f"roles {beyond} sit on a GPU past gpu.gpus ({self.gpu.gpus})")
         return self
 
     def test_id(self, case: CaseSpec) -> str:

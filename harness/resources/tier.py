@@ -6,12 +6,7 @@ import importlib.util
 import os
 
 from harness.profiles import Tier
-from harness.resources.gpus import GpuInventory
-
-
-def visible_gpu_count() -> int:
-    """NVML's device count, or the simulated inventory's ($HARNESS_GPUS, e.g. "4x80")."""
-    return len(GpuInventory.detect().devices)
+from harness.resources.gpu_inventory import GpuInventory
 
 
 def detect_tier(requested: str = "auto", gpus: int | None = None) -> Tier:
@@ -21,7 +16,7 @@ def detect_tier(requested: str = "auto", gpus: int | None = None) -> Tier:
         return requested  # type: ignore[return-value]
     if requested != "auto":
         raise ValueError(f"--tier must be auto, cpu or gpu, not {requested!r}")
-    return "gpu" if (visible_gpu_count() if gpus is None else gpus) > 0 else "cpu"
+    return "gpu" if (len(GpuInventory.detect().devices) if gpus is None else gpus) > 0 else "cpu"
 
 
 STACK_ENGINE = {"dynamo-vllm": "vllm", "dynamo-sglang": "sglang"}

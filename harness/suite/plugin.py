@@ -19,8 +19,10 @@ from harness.judging.judge import CaseJudge
 from harness.profiles import ProfileError, load_profiles
 from harness.profiles.marks import mark_names
 from harness.report.junit import junit_properties
+from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
-from harness.resources.tier import detect_tier, visible_gpu_count
+from harness.resources.memory_plan import GIB, plan_memory
+from harness.resources.tier import detect_tier
 from harness.runtime.launch_env import remove_scratch_of
 from harness.runtime.processes import sweep_stale
 from harness.runtime.roles import tail
@@ -48,10 +50,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "vram_gib(n): GPU memory a case needs per GPU")
-    gpus = visible_gpu_count()
-    config.harness_tier = detect_tier(config.getoption("--tier"), gpus)  # type: ignore[attr-defined]
-    config.harness_gpus = gpus  # type: ignore[attr-defined]
+    config.addinivalue_line(
+        "markers", "vram_gib(n): GiB the largest GPU share of a case needs (its memory plan)"
+    )
+    inventory = GpuInventory.detect()
+    tier = detect_tier(config.getoption("--tier"), len(inventory.devices))
+    config.harness_tier = tier  # type: ignore[attr-defined]
+    config.harness_gpus = inventory  # type: ignore[attr-defined]
     config.harness_swept = []  # type: ignore[attr-defined]
     if not hasattr(config, "workerinput"):
         swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
@@ -60,7 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    lines = [f"serve-harness tier: {config.harness_tier} ({config.harness_gpus} GPU(s) visible)"]  # type: ignore[attr-defined]
+    inventory: GpuInventory = config.harness_gpus  # type: ignore[attr-defined]
+    lines = [f"serve-harness tier: {config.harness_tier} ({len(inventory.devices)} GPU(s) visible)"]  # type: ignore[attr-defined]
+    lines += [f"serve-harness GPU left out: {why}" for why in inventory.refused]
     for swept in config.harness_swept:  # type: ignore[attr-defined]
         lines.append(f"serve-harness swept a leftover of a dead session: {swept}")
     return lines
@@ -81,12 +88,13 @@ def xdist_group_name(sc: ServeCase) -> str:
     return f"{sc.profile.stack}-{sc.profile.model.short_name}-cpu"
 
 
-def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
+def marks_for(sc: ServeCase, inventory: GpuInventory) -> list[pytest.MarkDecorator]:
     p = sc.profile
     spec = p.tier(sc.tier)
     marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
     if sc.tier == "gpu":
-        marks.append(pytest.mark.vram_gib(p.gpu.vram_gib))
+        per_gpu = plan_memory(p).per_device()
+        marks.append(pytest.mark.vram_gib(round(max(per_gpu) / GIB, 2)))
     if spec is not None:
         # pytest-timeout is the backstop behind the harness's own budget, never inside it.
         limit = spec.budget.total_s + spec.budget.request_s * len(sc.requests) + REQUEST_MARGIN_S
@@ -95,7 +103,7 @@ def marks_for(sc: ServeCase, gpus_visible: int) -> list[pytest.MarkDecorator]:
         marks.append(pytest.mark.timeout(limit))
     if sc.signature:
         marks.append(pytest.mark.xdist_group(xdist_group_name(sc)))
-    reason = sc.skip_reason(gpus_visible)
+    reason = sc.skip_reason(inventory if sc.tier == "gpu" else None)
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
     return marks

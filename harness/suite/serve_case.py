@@ -6,10 +6,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from harness.core.verdict import TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge, content_of
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.resources.gpu_inventory import GpuInventory
+from harness.resources.gpu_leases import GpuUnavailable, shortfall
+from harness.resources.memory_plan import plan_memory
 from harness.resources.tier import missing_engine
 from harness.runtime.plan import launch_signature
 from harness.runtime.topology import Topology
@@ -30,17 +35,21 @@ class ServeCase:
     def requests(self) -> list[RequestSpec]:
         return [self.case, *self.case.follow_ups]
 
-    def skip_reason(self, gpus_visible: int) -> str | None:
+    def skip_reason(self, inventory: GpuInventory | None) -> str | None:
+        """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers
+        (None: judge only what no machine could change)."""
         if self.tier == "cpu":
             if self.profile.cpu is None:
                 return f"GPU tier only: {self.profile.cpu_skip}"
             return f"GPU tier only: {self.case.cpu_skip}" if self.case.cpu_skip else None
         if self.case.gpu_skip:
             return self.case.gpu_skip
-        need = self.profile.gpu.gpus
-        if need > gpus_visible:
-            vram = self.profile.gpu.vram_gib
-            return f"needs {need} GPU(s) with {vram:g} GiB; {gpus_visible} visible"
+        if inventory is None:
+            return None
+        needs = plan_memory(self.profile).per_device()
+        short = shortfall(inventory.devices, needs, inventory.refused)
+        if short is not None:
+            return short
         return missing_engine(self.profile.stack)
 
     @property
@@ -71,6 +80,8 @@ def run_case(
     """Launch (or reuse) the topology, send every request, judge each answer."""
     try:
         topo = pool.get(sc.profile, sc.case)
+    except GpuUnavailable as unavailable:  # the machine changed since collection
+        pytest.skip(str(unavailable))
     except TopologyFailure:
         record.topology = pool.topology_for(sc.profile, sc.case)  # evidence of the failed launch
         raise

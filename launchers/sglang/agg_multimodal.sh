@@ -12,6 +12,6 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) 
   start_role worker "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --page-size 16 --tp-size 1 --trust-remote-code \
   --skip-tokenizer-init --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" \
-  $(sglang_engine_args "$LAYOUT" 0.85) "${FRONTEND_DECODING[@]}"
+  $(sglang_engine_args "$LAYOUT" worker 0.85) "${FRONTEND_DECODING[@]}"
 
 wait_any_exit

@@ -27,6 +27,6 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) 
   --disaggregation-mode pd --page-size 16 --tp-size 1 --trust-remote-code \
   --skip-tokenizer-init --disable-radix-cache --disaggregation-transfer-backend nixl \
   --embedding-transfer-mode "$EMBEDDING_MODE" --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" \
-  $(sglang_engine_args "$LAYOUT" 0.8)
+  $(sglang_engine_args "$LAYOUT" pd 0.8)
 
 wait_any_exit

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # E/P/D on SGLang: frontend + encode worker (frontend-facing) + prefill + decode workers, KV over
 # SGLang's NIXL backend. GPU only (SGLang ships CUDA-only wheels).
-# Usage: disagg_multimodal_epd.sh [--single-gpu | --two-gpu] [--frontend-decoding]
+# Usage: disagg_multimodal_epd.sh [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
@@ -24,12 +24,12 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) 
   --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode prefill "${ENGINE[@]}" --disable-radix-cache \
   --disaggregation-transfer-backend nixl --disaggregation-bootstrap-port "$BOOTSTRAP_PORT" \
-  --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" $(sglang_engine_args "$LAYOUT" 0.8)
+  --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" $(sglang_engine_args "$LAYOUT" prefill 0.8)
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT3 8083) CUDA_VISIBLE_DEVICES=$(gpu_for 2) \
   start_role decode "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode decode "${ENGINE[@]}" --disaggregation-transfer-backend nixl \
-  --nccl-port "$(port SGLANG_NCCL_PORT2 29502)" $(sglang_engine_args "$LAYOUT" 0.8)
+  --nccl-port "$(port SGLANG_NCCL_PORT2 29502)" $(sglang_engine_args "$LAYOUT" decode 0.8)
 
 wait_any_exit

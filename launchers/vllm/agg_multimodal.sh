@@ -8,6 +8,6 @@ begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
   start_role worker "$PYTHON" -m dynamo.vllm --model "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \
-  $(engine_args "$LAYOUT" 0.85) "${FRONTEND_DECODING[@]}"
+  $(engine_args "$LAYOUT" worker 0.85) "${FRONTEND_DECODING[@]}"
 
 wait_any_exit

@@ -8,14 +8,14 @@ begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 # The encode worker registers no health-check payload: without this its /health is 503 forever.
 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' \
   DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
-  start_role encode "$PYTHON" -m dynamo.vllm --model "$MODEL" \
+  start_role encode env $(vllm_encoder_env encode) "$PYTHON" -m dynamo.vllm --model "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --disaggregation-mode encode --enable-multimodal \
-  $(engine_args "$LAYOUT" 0.1) $(embedding_transfer_args) "${FRONTEND_DECODING[@]}"
+  $(engine_args "$LAYOUT" encode 0.1) $(embedding_transfer_args) "${FRONTEND_DECODING[@]}"
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) \
   start_role pd "$PYTHON" -m dynamo.vllm --model "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --route-to-encoder --enable-mm-embeds \
-  --enable-multimodal $(engine_args "$LAYOUT" 0.7) $(embedding_transfer_args) \
+  --enable-multimodal $(engine_args "$LAYOUT" pd 0.7) $(embedding_transfer_args) \
   "${FRONTEND_DECODING[@]}"
 
 wait_any_exit

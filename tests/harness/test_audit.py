@@ -158,3 +158,66 @@ def test_sglang_launchers_refuse_cpu() -> None:
         )
         assert proc.returncode == 2, launcher
         assert "CUDA-only wheels" in proc.stderr
+
+
+def _with_gpu(tmp_path: Path, profile: str, **gpu: object) -> Path:
+    """A copy of a shipped profile with GPU-tier fields changed (its launcher stays shipped)."""
+    raw = yaml.safe_load((REPO_ROOT / "profiles" / profile).read_text())
+    raw["gpu"].update(gpu)
+    raw["launcher"] = str(REPO_ROOT / raw["launcher"])
+    copy = tmp_path / Path(profile).name
+    copy.write_text(yaml.safe_dump(raw))
+    return copy
+
+
+def test_an_oversized_role_fails_the_audit_naming_it(tmp_path: Path) -> None:
+    lines = _lines(_with_gpu(tmp_path, "vllm/agg_qwen3-vl-2b.yaml", max_model_len=65536))
+    (fit,) = [ln for ln in lines if "card" in ln]
+    assert "[worker] GPU #0: worker need 31.72 GiB > 24.00 GiB card" in fit
+    assert "KV 14.00" in fit and "claim a larger gpu.card_gib" in fit
+    assert lines == [fit], lines  # the launcher still passes the plan's bytes, vLLM accepts them
+
+
+def test_a_launcher_starving_the_kv_cache_is_refused_by_vllms_own_check(tmp_path: Path) -> None:
+    """The agg worker's KV cache overridden below one 4096-token request (argparse: last wins)."""
+    profile = _copy(
+        tmp_path,
+        "vllm/agg_qwen3-vl-2b.yaml",
+        "vllm/agg_multimodal.sh",
+        ['s/worker 0.85) "${FRONTEND_DECODING\\[@\\]}"/worker 0.85) --kv-cache-memory-bytes '
+         '400000000 "${FRONTEND_DECODING[@]}"/'],
+    )  # fmt: skip
+    lines = _lines(profile)
+    vllm_says = [ln for ln in lines if "vLLM's own start-up check refuses it" in ln]
+    assert vllm_says and "[worker]" in vllm_says[0], lines
+    assert "max seq len (4096)" in vllm_says[0] and "0.44 GiB KV cache is needed" in vllm_says[0]
+    assert any("--kv-cache-memory-bytes is 400000000, the memory plan gives" in ln for ln in lines)
+
+
+def test_a_role_on_another_gpu_than_the_profile_places_it_is_named(tmp_path: Path) -> None:
+    raw = yaml.safe_load((REPO_ROOT / "profiles/vllm/e_pd_llava-1.5-7b.yaml").read_text())
+    raw["launcher"] = str(REPO_ROOT / raw["launcher"])
+    raw["roles"][3]["gpu"]["device"] = 0  # pd said to share GPU #0; the launcher gives it #1
+    copy = tmp_path / "e_pd.yaml"
+    copy.write_text(yaml.safe_dump(raw))
+    lines = _lines(copy)
+    assert any(
+        "[pd] the profile places it on GPU #0 (CUDA_VISIBLE_DEVICES=10), the launcher's layout "
+        "gives it CUDA_VISIBLE_DEVICES=11" in ln
+        for ln in lines
+    ), lines
+
+
+def test_gpu_for_past_the_lease_stops_the_launcher(tmp_path: Path) -> None:
+    """A layout that needs more GPUs than leased: the role is not started with no device."""
+    launcher = REPO_ROOT / "launchers/vllm/disagg_multimodal_e_pd.sh"
+    env = {
+        "PATH": "/usr/bin:/bin", "HARNESS_DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": "3",
+        "PYTHON": "/bin/true", "HARNESS_LOG_DIR": str(tmp_path), "DYN_FILE_KV": str(tmp_path),
+    }  # fmt: skip
+    run = subprocess.run(
+        ["bash", str(launcher)], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert run.returncode == 2, run.stderr
+    assert "layout default needs GPU #1; leased: 3" in run.stderr
+    assert "not starting pd: a value the harness must pass is missing" in run.stderr

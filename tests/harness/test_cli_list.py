@@ -14,7 +14,9 @@ def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -
     rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     row = rows["mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
     assert row["marks"] == ["post_merge", "multimodal", "vllm", "gpu_1"]
-    assert row["hardware"].startswith("1 GPU(s) x 24 GiB")
+    assert row["hardware"].startswith(
+        "gpu_1 runner, 1 GPU(s) of >= 24 GiB: #0 20.2 GiB (encode 3.9 + prefill 8.1 + decode 8.1)"
+    )
     assert row["tier"] == "gpu" and row["skip"] is None
 
 

@@ -10,7 +10,8 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profiles
-from harness.resources.gpus import GpuInventory, GpuLeaseBroker
+from harness.resources.gpu_inventory import GpuInventory
+from harness.resources.gpu_leases import GpuLeaseBroker, GpuUnavailable
 from harness.resources.ports import PortRegistry
 from harness.runtime.launch import launch
 
@@ -42,9 +43,12 @@ def test_uncached_model_fails_fast_and_gives_gpus_back(
 
 
 def test_case_needing_more_gpus_than_exist_is_refused(simulated: GpuLeaseBroker) -> None:
-    profile = PROFILES["vllm/epd_llava-1.5-7b.yaml"]  # gpu_4 on a 2-GPU inventory
-    with pytest.raises(Exception, match=r"4|GPU"):
+    profile = PROFILES["vllm/epd_llava-1.5-7b.yaml"]  # 3 GPUs by its memory plan, 2 here
+    with pytest.raises(GpuUnavailable) as refused:
         launch(profile, "gpu", profile.cases[0])
+    assert str(refused.value).endswith(
+        "needs 3 GPU(s) (13.9 GiB, 18.5 GiB, 18.5 GiB); 2 visible"
+    ), refused.value
     assert simulated.leases() == []
 
 

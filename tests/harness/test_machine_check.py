@@ -24,7 +24,7 @@ from harness.cli.machine_check import (
 )
 from harness.core.markers import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
 from harness.profiles import load_profiles
-from harness.resources.gpus import GpuDevice, GpuInventory
+from harness.resources.gpu_inventory import MIB, GpuDevice, GpuInventory
 from harness.resources.ports import PortRegistry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,11 +98,12 @@ def test_tier_lines_say_why() -> None:
         "ok    tier        cpu: no GPU seen (NVMLError_LibraryNotFound: no driver)"
     ]
     assert statuses(tier_findings("gpu", GpuInventory(()), "NVML reports 0 devices")) == ["warn"]
-    idle, busy = GpuDevice(0, "H200", 143360, 142848), GpuDevice(1, "H200", 143360, 122880)
+    idle = GpuDevice(0, "H200", 143360 * MIB, 142848 * MIB)
+    busy = GpuDevice(1, "H200", 143360 * MIB, 122880 * MIB)
     found = tier_findings("gpu", GpuInventory((idle, busy)), "NVML")
     assert statuses(found) == ["ok", "ok", "warn"]
-    assert found[1].detail == "0: H200, 140 of 140 GiB free"
-    assert found[2].detail == "1: H200, 120 of 140 GiB free; 20.0 GiB held by another process"
+    assert found[1].detail == "0: H200, 139.5 of 140.0 GiB free"
+    assert found[2].detail == "1: H200, 120.0 of 140.0 GiB free; 20.0 GiB held by another process"
 
 
 def test_memory_warns_below_what_the_cpu_epd_needs() -> None:

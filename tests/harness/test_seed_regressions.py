@@ -30,7 +30,7 @@ EPD_PROFILE = REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml"
 EPD_LAUNCHER = Path("launchers") / "vllm" / "disagg_multimodal_epd.sh"
 HEALTH_LINE = re.compile(r"^DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='\[\"generate\"\]' \\\n", re.M)
 ENCODE_CMD = re.compile(
-    r'start_role encode "\$PYTHON" -m dynamo\.vllm[^\n]*\\\n(?:[^\n]*\\\n)*[^\n]*\n'
+    r'start_role encode [^\n]*"\$PYTHON" -m dynamo\.vllm[^\n]*\\\n(?:[^\n]*\\\n)*[^\n]*\n'
 )
 NO_HEALTH_SOURCE_BOUND_S = 15.0
 REGISTER_S = 60.0
