@@ -79,5 +79,14 @@ if [[ ! -f $venv/.complete ]]; then
   log "venv ready in $((SECONDS - start)) s"
 fi
 ln -sfn "$venv" "$root/.venv"
-# Keep only the newest three venvs.
-ls -1dt "$cache"/venvs/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+# Keep only the newest three venvs, never one in use: scripts/serve-suite and scripts/self-test
+# hold a shared lock on <venv>/.in-use while their pytest runs (a concurrent job on the runner).
+while IFS= read -r old; do
+  old=${old%/}
+  [[ $old == "$venv" ]] && continue
+  if flock -n -x "$old/.in-use" true 2>/dev/null; then
+    rm -rf "$old"
+  else
+    log "kept $old: a running suite uses it"
+  fi
+done < <(ls -1dt "$cache"/venvs/*/ 2>/dev/null | tail -n +4)
