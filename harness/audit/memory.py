@@ -35,14 +35,15 @@ def fit_findings(profile: Profile, plan: MemoryPlan) -> list[Finding]:
 
 def placement_finding(profile: Profile, role: RoleMemory, call: Invocation) -> Finding | None:
     want = str(FIRST_FAKE_GPU + role.device)
-    got = call.env.get("CUDA_VISIBLE_DEVICES")
+    var = "ZE_AFFINITY_MASK" if profile.accelerator == "xpu" else "CUDA_VISIBLE_DEVICES"
+    got = call.env.get(var)
     if got == want:
         return None
     return Finding(
         profile.source,
         role.role,
-        f"the profile places it on GPU #{role.device} (CUDA_VISIBLE_DEVICES={want}), the "
-        f"launcher's layout gives it CUDA_VISIBLE_DEVICES={got}",
+        f"the profile places it on GPU #{role.device} ({var}={want}), the "
+        f"launcher's layout gives it {var}={got}",
         "make gpu.device match the launcher's gpu_for position under the profile's layout flags",
     )
 

@@ -14,12 +14,11 @@ Rules (first match wins):
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.profiles import Profile, Tier
+from harness.profiles.launcher_files import files_used_by
 from harness.profiles.marks import cadence_marks
 
 EVERYTHING_PREFIXES = ("harness/", "tests/serve/", "requirements/")
@@ -33,41 +32,6 @@ EVERYTHING_FILES = (
 LAUNCHERS = "launchers/"
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 PRE_MERGE = "pre_merge"
-
-# A path written relative to the script itself: $(dirname "${BASH_SOURCE[0]}")/x, $(dirname "$0")/x,
-# ${BASH_SOURCE%/*}/x; or a plain `source x` / `. x`.
-_SELF_DIR = (
-    r"""(?:\$\(\s*dirname\s+"?\$\{?(?:BASH_SOURCE(?:\[0\])?|0)\}?"?\s*\)"""
-    r"""|\$\{BASH_SOURCE(?:\[0\])?%/\*\})"""
-)
-_SELF_RELATIVE = re.compile(_SELF_DIR + r"""/([\w./-]+)""")
-_PLAIN_SOURCE = re.compile(r"""^\s*(?:source|\.)\s+["']?([\w./-]+)["']?\s*(?:#.*)?$""", re.M)
-
-
-def referenced_files(script: str, text: str) -> set[str]:
-    """Repo paths a script sources or names relative to itself.
-
-    >>> sorted(referenced_files("launchers/vllm/agg.sh",
-    ...     'source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"'))
-    ['launchers/lib/common.sh']
-    """
-    here = posixpath.dirname(script)
-    found = {m.group(1) for m in _SELF_RELATIVE.finditer(text)}
-    found |= {m.group(1) for m in _PLAIN_SOURCE.finditer(text)}
-    return {posixpath.normpath(posixpath.join(here, rel)) for rel in found}
-
-
-def files_used_by(launcher: str, texts: Mapping[str, str]) -> set[str]:
-    """Every file a launcher uses, transitively (a sourced common.sh that names a helper...)."""
-    used: set[str] = set()
-    pending = [launcher]
-    while pending:
-        current = pending.pop()
-        for ref in referenced_files(current, texts.get(current, "")):
-            if ref not in used and ref != launcher:
-                used.add(ref)
-                pending.append(ref)
-    return used
 
 
 @dataclass(frozen=True)

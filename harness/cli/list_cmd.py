@@ -34,9 +34,10 @@ def hardware(profile: Profile, tier: Tier) -> str:
             + ")"
             for device, need in enumerate(plan.per_device())
         )
+        runner = mark_names(profile, tier, profile.cases[0])[-1]  # gpu_N / xpu_N
         return (
-            f"gpu_{profile.gpu.gpus} runner, {plan.devices} GPU(s) of >= "
-            f"{profile.gpu.card_gib:g} GiB: {gpus}, {profile.model.gpu}"
+            f"{runner} runner, {plan.devices} GPU(s) of >= {profile.gpu.card_gib:g} GiB: {gpus}, "
+            f"{profile.model.gpu}"
         )
     if profile.cpu is None:
         return "no CPU tier"
@@ -45,9 +46,7 @@ def hardware(profile: Profile, tier: Tier) -> str:
 
 def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
     """Why the case never runs on this tier, whatever the machine (GPU count aside)."""
-    if tier == "cpu":
-        return sc.skip_reason(None)
-    return sc.case.gpu_skip
+    return sc.skip_reason(None)
 
 
 def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str, Any]]:

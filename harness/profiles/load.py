@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from harness.profiles.launcher_files import text_with_used_files
 from harness.profiles.schema import Profile
 
 
@@ -33,15 +34,16 @@ def load_profile(path: Path, root: Path) -> Profile:
     launcher = root / profile.launcher
     if not launcher.is_file():
         raise ProfileError(f"{path}: launcher: no such file {launcher}")
-    unread = unread_port_vars(profile, launcher.read_text(errors="replace"))
+    unread = unread_port_vars(profile, text_with_used_files(launcher))
     if unread:
         raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile
 
 
 def unread_port_vars(profile: Profile, launcher_text: str) -> list[tuple[str, str]]:
-    """(field, problem) for each worker's health port variable that its launcher never reads
-    with `port VAR DEFAULT` (the launcher contract, launchers/lib/common.sh). Side ports are
+    """(field, problem) for each worker's health port variable that its launcher (or a script it
+    runs) never reads with `port VAR DEFAULT` (the launcher contract, launchers/lib/common.sh).
+    Side ports are
     checked by `harness audit`, which runs the launcher and sees which role takes each one."""
     named = [
         (f"roles[{i}].health_port", role.health_port)

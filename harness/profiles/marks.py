@@ -12,7 +12,8 @@ def mark_names(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
     tier_marks = spec.marks if spec else []
     names = list(dict.fromkeys([*profile.marks, *tier_marks, *case.marks]))
     names += ["multimodal", profile.stack.removeprefix("dynamo-")]
-    names.append(f"gpu_{profile.gpu.gpus}" if tier == "gpu" else "cpu")
+    device = "xpu" if profile.accelerator == "xpu" else "gpu"
+    names.append(f"{device}_{profile.gpu.gpus}" if tier == "gpu" else "cpu")
     return names
 
 

@@ -130,6 +130,9 @@ class Profile(Strict):
     name: str
     topology: TopologyKind
     stack: Literal["dynamo-vllm", "dynamo-sglang"]
+    # The GPU tier's device kind: NVIDIA (CUDA, leased through NVML) or Intel XPU (Level Zero;
+    # the launcher selects devices with ZE_AFFINITY_MASK). XPU runs need an XPU runner.
+    accelerator: Literal["cuda", "xpu"] = "cuda"
     launcher: str
     id_prefix: str = "mm"
     model: ModelSpec

@@ -20,6 +20,11 @@ from harness.runtime.plan import launch_signature
 from harness.runtime.topology import Topology
 from harness.suite.pool import TopologyPool
 
+XPU_SKIP = (
+    "Intel XPU profile: needs an XPU runner (Level Zero devices, vLLM's XPU build); this "
+    "harness leases NVIDIA GPUs it finds through NVML"
+)
+
 
 @dataclass(frozen=True)
 class ServeCase:
@@ -44,6 +49,8 @@ class ServeCase:
             return f"GPU tier only: {self.case.cpu_skip}" if self.case.cpu_skip else None
         if self.case.gpu_skip:
             return self.case.gpu_skip
+        if self.profile.accelerator == "xpu":
+            return XPU_SKIP
         if inventory is None:
             return None
         needs = plan_memory(self.profile).per_device()

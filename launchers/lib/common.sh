@@ -3,10 +3,11 @@
 #   wait_any_exit            end the script when the first role exits, with its code
 #   port VAR DEFAULT         a port from the environment (required under HARNESS_MANAGED_PORTS=1)
 #   engine_args LAYOUT ROLE SHARE   vLLM flags for the tier (HARNESS_DEVICE=cpu|gpu), one place
-#   gpu_for POSITION         the GPU a role gets in the lease under the layout
+#   gpu_for POSITION         the GPU a role gets in the lease under the layout (XPU: start_role
+#                            turns it into ZE_AFFINITY_MASK)
 # shellcheck shell=bash
 
-HARNESS_DEVICE=${HARNESS_DEVICE:-gpu}
+HARNESS_DEVICE=${HARNESS_DEVICE:-gpu}  # cpu | gpu (CUDA) | xpu (Intel, Level Zero)
 HARNESS_LOG_DIR=${HARNESS_LOG_DIR:-}
 _roles=()
 _pids=()
@@ -45,14 +46,24 @@ start_role() {
   fi
   if [[ -n $HARNESS_LOG_DIR ]]; then
     mkdir -p "$HARNESS_LOG_DIR"
-    "$@" >"$HARNESS_LOG_DIR/$name.log" 2>&1 &
+    _exec_role "$@" >"$HARNESS_LOG_DIR/$name.log" 2>&1 &
     echo $! >"$HARNESS_LOG_DIR/$name.pid"
   else
-    "$@" > >(sed -u "s/^/[$name] /") 2>&1 &
+    _exec_role "$@" > >(sed -u "s/^/[$name] /") 2>&1 &
   fi
   _roles+=("$name")
   _pids+=("$!")
   echo "launcher: started $name pid $!" >&2
+}
+
+# One role's process. On XPU the device the role was given (CUDA_VISIBLE_DEVICES=$(gpu_for N),
+# as on CUDA) becomes its Level Zero device: ZE_AFFINITY_MASK, as upstream's XPU launchers set.
+_exec_role() {
+  if [[ $HARNESS_DEVICE == xpu && -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    # env -u: `unset` would only drop the role's binding and uncover the lease's whole list
+    exec env -u CUDA_VISIBLE_DEVICES ZE_AFFINITY_MASK="$CUDA_VISIBLE_DEVICES" "$@"
+  fi
+  exec "$@"
 }
 
 _stop_roles() {
@@ -114,6 +125,8 @@ engine_args() {
   fi
   local eager=()
   [[ $layout == single-gpu ]] && eager=(--enforce-eager)
+  # vLLM's XPU build: eager, 64-token KV blocks (upstream xpu/disagg_multimodal_epd_xpu.sh)
+  [[ $HARNESS_DEVICE == xpu ]] && eager=(--enforce-eager --block-size 64)
   if _memory_planned "$role"; then
     local key=${role^^}
     echo "${eager[@]}" --kv-cache-memory-bytes "$(managed "HARNESS_KV_BYTES_$key" 0)" \
@@ -138,7 +151,7 @@ _memory_planned() {
 # and not by its command line (dynamo/vllm/multimodal_utils/model.py load_vision_model):
 #   start_role encode env $(vllm_encoder_env encode) "$PYTHON" -m dynamo.vllm …
 vllm_encoder_env() {
-  [[ $HARNESS_DEVICE == gpu ]] && _memory_planned "$1" || return 0
+  [[ $HARNESS_DEVICE != cpu ]] && _memory_planned "$1" || return 0
   local key=${1^^}
   echo "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES=$(managed "HARNESS_KV_BYTES_$key" 67108864)" \
     "DYN_VLLM_ENCODER_GPU_MEMORY_UTILIZATION=$(managed "HARNESS_GPU_UTIL_$key" 0.2)" \
@@ -196,7 +209,7 @@ parse_layout_args() {
 # Which GPU a role gets under a layout: gpu_for ROLE_INDEX (0-based). Empty on the CPU tier.
 # Indices are positions in the GPUs the harness leased (CUDA_VISIBLE_DEVICES), if it leased any.
 gpu_for() {
-  [[ $HARNESS_DEVICE == gpu ]] || return 0
+  [[ $HARNESS_DEVICE == cpu ]] && return 0
   local index devices
   case $LAYOUT in
     single-gpu) index=0 ;;
@@ -224,6 +237,7 @@ embedding_transfer_args() {
 kv_transfer_args() {
   local device=cuda
   [[ $HARNESS_DEVICE == cpu ]] && device=cpu
+  [[ $HARNESS_DEVICE == xpu ]] && device=xpu
   echo --kv-transfer-config \
     "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\",\"kv_buffer_device\":\"$device\"}"
 }

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.cli.change_map import affected, files_used_by, referenced_files
+from harness.cli.change_map import affected
 from harness.profiles import Profile, load_profiles
+from harness.profiles.launcher_files import files_used_by, referenced_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EPD = "launchers/vllm/disagg_multimodal_epd.sh"
@@ -38,7 +39,9 @@ def test_epd_launcher_lists_its_cases_and_warns(profiles: list[Profile], texts: 
         "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding",
         "mm_epd_llava-1.5-7b",
     } <= ids
-    assert ids == {p.test_id(c) for p in profiles if p.launcher == EPD for c in p.cases}
+    users = [p for p in profiles if EPD in (p.launcher, *files_used_by(p.launcher, texts))]
+    assert ids == {p.test_id(c) for p in users for c in p.cases}
+    assert "mm_xpu_epd_qwen3-vl-2b" in ids  # the XPU launcher runs the shared E/P/D one
     assert not any(i.startswith("mm_agg") or i.startswith("mm_e_pd") for i in ids)
     assert report.unmapped == []
     [warning] = report.warnings

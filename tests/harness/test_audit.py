@@ -221,3 +221,18 @@ def test_gpu_for_past_the_lease_stops_the_launcher(tmp_path: Path) -> None:
     assert run.returncode == 2, run.stderr
     assert "layout default needs GPU #1; leased: 3" in run.stderr
     assert "not starting pd: a value the harness must pass is missing" in run.stderr
+
+
+def test_the_xpu_launch_selects_devices_by_ze_affinity_mask(tmp_path: Path) -> None:
+    from harness.audit.capture import plan_for, run_launcher
+    from harness.profiles import load_profile
+
+    profile = load_profile(REPO_ROOT / "profiles/vllm/epd_xpu_qwen3-vl-2b.yaml", REPO_ROOT)
+    cap = run_launcher(plan_for(profile, "gpu", profile.cases[0], tmp_path, REPO_ROOT), tmp_path)
+    assert cap.returncode == 0, cap.stderr
+    workers = {name: cap.roles[name] for name in ("encode", "prefill", "decode")}
+    for call in workers.values():
+        assert call.env.get("ZE_AFFINITY_MASK") == "10" and "CUDA_VISIBLE_DEVICES" not in call.env
+    assert workers["prefill"].flag("--block-size") == "64"
+    assert '"kv_buffer_device":"xpu"' in workers["decode"].flag("--kv-transfer-config")
+    assert workers["encode"].env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] == '["generate"]'
