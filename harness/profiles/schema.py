@@ -76,6 +76,16 @@ class RequestSpec(Strict):
     max_tokens: int = 100
     gpu: GpuExpect = GpuExpect()
     cpu: CpuExpect = CpuExpect()
+    # Requests a role must take for this request where it differs from the topology's rule
+    # (harness/judging/path_oracle.py), e.g. {encode: 0}; path_reason says why.
+    path: dict[str, int] = {}
+    path_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _path_has_reason(self) -> RequestSpec:
+        if self.path and not self.path_reason:
+            raise ValueError("path overrides need path_reason (why this request takes that path)")
+        return self
 
 
 class CaseSpec(RequestSpec):

@@ -7,6 +7,8 @@ endpoint record per instance; `v1/mdc/...` holds the model cards of endpoints th
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -24,6 +26,38 @@ def _records(directory: Path) -> list[dict[str, object]]:
 def registered_components(kv_dir: Path) -> set[str]:
     """Components with at least one registered endpoint instance, e.g. {'backend', 'encoder'}."""
     return {str(r.get("component")) for r in _records(kv_dir / "v1" / "instances")}
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One registered model card: who registered it, under which name, from which system port
+    (a worker self-hosts its card's files at http://127.0.0.1:<system port>/v1/metadata/…)."""
+
+    component: str
+    name: str
+    system_port: int | None
+
+
+_METADATA_PORT = re.compile(r"^https?://[^/:]+:(\d+)/v1/metadata/")
+
+
+def registered_cards(kv_dir: Path) -> list[ModelCard]:
+    cards = []
+    for r in _records(kv_dir / "v1" / "mdc"):
+        card = r.get("card_json") if isinstance(r.get("card_json"), dict) else {}
+        assert isinstance(card, dict)
+        info = card.get("model_info") if isinstance(card.get("model_info"), dict) else {}
+        config = info.get("hf_config_json") if isinstance(info, dict) else None
+        path = config.get("path", "") if isinstance(config, dict) else ""
+        match = _METADATA_PORT.match(str(path))
+        cards.append(
+            ModelCard(
+                str(r.get("component")),
+                str(card.get("display_name", "?")),
+                int(match.group(1)) if match else None,
+            )
+        )
+    return cards
 
 
 def model_cards(kv_dir: Path) -> list[str]:

@@ -28,6 +28,10 @@ class RolePlan:
     def health_url(self) -> str | None:
         return f"http://127.0.0.1:{self.port}/health" if self.port else None
 
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}/metrics" if self.port else None
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -67,6 +71,10 @@ class LaunchPlan:
             if r.name == name:
                 return r
         raise KeyError(f"no role {name!r} in {self.profile}: {[r.name for r in self.roles]}")
+
+    def port_name(self, port: int | None) -> str:
+        """The variable a leased port was handed out as, e.g. 'DYN_SYSTEM_PORT2'."""
+        return next((name for name, value in self.ports.items() if value == port), "unleased")
 
     def describe(self) -> dict[str, object]:
         """Plan as plain data with secrets redacted (for reports, `up`, the audit)."""

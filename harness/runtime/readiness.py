@@ -18,7 +18,7 @@ import psutil
 import requests
 
 from harness.core.verdict import Cause, TopologyFailure
-from harness.runtime.discovery import model_cards, registered_components
+from harness.runtime.discovery import model_cards, registered_cards, registered_components
 from harness.runtime.health import HealthSample, HealthTimeline
 from harness.runtime.listeners import exposed_listeners
 from harness.runtime.plan import LaunchPlan
@@ -70,8 +70,9 @@ class Phase:
         return None
 
 
-def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
-    """The model is not served: name the roles whose component never reached discovery."""
+def registration_problems(topo: Observed) -> tuple[list[str], dict[str, str]]:
+    """(roles whose discovery component never registered, {role: model name it registered}
+    for cards that do not carry the served name). A card names its role by its system port."""
     kv_dir = topo.plan.scratch_dir / "discovery"
     registered = registered_components(kv_dir)
     missing = [
@@ -79,14 +80,39 @@ def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
         for r in topo.plan.workers
         if r.discovery_component and r.discovery_component not in registered
     ]
+    by_port = {r.port: r.name for r in topo.plan.workers}
+    misnamed = {
+        by_port.get(card.system_port, f"component {card.component}"): card.name
+        for card in registered_cards(kv_dir)
+        if card.name != topo.plan.served_model_name
+    }
+    return missing, misnamed
+
+
+def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
+    """The model is not served: name the roles whose component never reached discovery, and the
+    roles that registered under another model name than the plan serves."""
+    kv_dir = topo.plan.scratch_dir / "discovery"
+    registered = registered_components(kv_dir)
+    missing, misnamed = registration_problems(topo)
+    served = topo.plan.served_model_name
     cards = model_cards(kv_dir)
+    problems = [f"roles missing from discovery {missing}"] if missing else []
+    problems += [f"role '{role}' registered model {name!r}, the plan serves {served!r}"
+                 for role, name in misnamed.items()]  # fmt: skip
+    culprit = missing[0] if missing else next(iter(misnamed), None)
     return topo.failure(
         Cause.NEVER_REGISTERED,
-        f"model {topo.plan.served_model_name} not served after {topo.elapsed():.0f} s: "
-        f"roles missing from discovery {missing or '(none)'}; registered components "
+        f"model {served} not served after {topo.elapsed():.0f} s: "
+        f"{'; '.join(problems) or 'every role registered'}; registered components "
         f"{sorted(registered)}; model cards {cards}; waiting for {waiting_for}",
-        detail={"registered": sorted(registered), "missing_roles": missing, "cards": cards},
-        role=missing[0] if missing else None,
+        detail={
+            "registered": sorted(registered),
+            "missing_roles": missing,
+            "cards": cards,
+            "misnamed_roles": misnamed,
+        },
+        role=culprit,
     )
 
 
@@ -155,6 +181,23 @@ class ModelListed(Registering):
         return super().overdue(topo)
 
 
+class RegisteredAsPlanned(Phase):
+    """Once the model is listed: every worker registered the discovery component its profile
+    names, and every model card carries the served name (so a profile that misnames a role's
+    component, or a worker serving another model beside the right ones, is named here)."""
+
+    name = "registered_as_planned"
+
+    def done(self, topo: Observed) -> bool:
+        missing, misnamed = registration_problems(topo)
+        if missing or misnamed:
+            raise never_registered(topo, "every role registered as its profile says")
+        return True
+
+    def waiting_for(self, topo: Observed) -> str:
+        return "the registration check"
+
+
 class WarmedUp(Phase):
     """One real request per media kind goes through every stage and answers 200.
 
@@ -220,4 +263,10 @@ def media_kinds(body: dict[str, Any]) -> list[str]:
 
 
 def default_phases(warmups: Sequence[dict[str, Any]]) -> list[Phase]:
-    return [WorkersHealthy(), ModelListed(), WarmedUp(warmups), LoopbackOnly()]
+    return [
+        WorkersHealthy(),
+        ModelListed(),
+        RegisteredAsPlanned(),
+        WarmedUp(warmups),
+        LoopbackOnly(),
+    ]

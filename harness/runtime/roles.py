@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from harness.runtime.plan import LaunchPlan
 
 LOG_TAIL_LINES = 30
 EXIT_LINE = re.compile(r"launcher: role (\S+) \(pid (\d+)\) exited with code (\d+)")
+ALL_STARTED = re.compile(r"^launcher: all roles started: (.*)$", re.M)
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -106,5 +108,29 @@ class RoleTable:
                 return int(match.group(3))
         return None
 
+    def owner_of(self, pid: int | None) -> str:
+        """'role prefill (pid 123)' if `pid` is one of ours (or a child of one), else the pid."""
+        if pid is None:
+            return "an unknown process"
+        for name, proc in self.known.items():
+            with contextlib.suppress(psutil.Error):
+                tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(True))}
+                if pid in tree:
+                    return f"role '{name}' (pid {pid})"
+        return f"pid {pid}, not a role of this topology"
+
     def missing(self) -> list[str]:
         return [r.name for r in self.plan.roles if r.name not in self.known]
+
+    def never_started(self) -> tuple[list[str], list[str]] | None:
+        """Once the launcher says it started all its roles (wait_any_exit): the declared roles
+        it did not start, and the ones it did. None while it is still starting them."""
+        try:
+            text = self.launcher_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        match = ALL_STARTED.search(text)
+        if match is None:
+            return None
+        started = match.group(1).split()
+        return [r.name for r in self.plan.roles if r.name not in started], started

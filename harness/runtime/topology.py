@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -16,10 +17,11 @@ from harness.core.markers import TOPOLOGY_ID_ENV, topology_marker
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.runtime.footprint import tree_rss_mib
+from harness.runtime.generate_counter import scrape
 from harness.runtime.health import HealthSample, HealthTimeline, probe
 from harness.runtime.launch_env import SCRATCH_SUBDIRS
 from harness.runtime.launcher_check import check_launcher
-from harness.runtime.listeners import foreign_listeners, listening_ports
+from harness.runtime.listeners import foreign_listeners, listeners, listening_ports
 from harness.runtime.plan import LaunchPlan
 from harness.runtime.processes import (
     ProcessReaper,
@@ -35,6 +37,9 @@ POLL_S = 0.25
 STOP_GRACE_S = 6.0
 INTERRUPT_GRACE_S = 1.5
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
+# What a Dynamo 1.6.1 worker logs when its system port is taken; it then runs on without /health.
+HEALTH_SERVER_FAILED = "System status server startup failed"
+HEALTH_BIND_FAILED = re.compile(r"Failed to bind to address [\d.]+:(\d+)")
 
 
 class Topology:
@@ -60,6 +65,8 @@ class Topology:
         self.phase = "spawn"
         self.peak_rss_mib = 0.0
         self._polls = 0
+        self._all_started = False
+        self._healthy_once: set[str] = set()
         self._on_release = on_release
         self._http = requests.Session()
         self._restore_sigterm: Callable[[], None] = lambda: None
@@ -183,6 +190,10 @@ class Topology:
         for name in self.roles.exited():
             self.timeline.record(name, "exited")
             raise self.role_exited(name)
+        if self.phase != "ready":
+            self.check_roles_started()
+            if self._polls % 4 == 1:
+                self.check_health_servers()
         code = self.popen.poll()
         if code is not None:
             raise self.failure(
@@ -198,6 +209,8 @@ class Topology:
             self.samples[role.name] = sample
             state = "no_health_source" if sample.no_health_source else sample.state
             self.timeline.record(role.name, state)
+            if state == "ready":
+                self._healthy_once.add(role.name)
 
     def health_state(self, role: str) -> str:
         sample = self.samples.get(role)
@@ -215,6 +228,12 @@ class Topology:
                 else:
                     out[role.name] = "exited" if role.name in self.roles.exited() else "running"
         return out
+
+    def request_counts(self) -> dict[str, float | None]:
+        """Each worker's `generate` request counter now (None: its /metrics did not answer)."""
+        return {
+            r.name: scrape(r.metrics_url, self._http) for r in self.plan.workers if r.metrics_url
+        }
 
     def listed_models(self) -> list[str]:
         try:
@@ -265,6 +284,49 @@ class Topology:
             **ev,
         )
         return TopologyFailure(cause, message, evidence)
+
+    def check_roles_started(self) -> None:
+        """A role the profile declares but the launcher never started (no start_role for it, a
+        typo in its name) is named as soon as the launcher has started the others."""
+        if self._all_started:
+            return
+        report = self.roles.never_started()
+        if report is None:
+            return
+        missing, started = report
+        if missing:
+            raise self.failure(
+                Cause.ROLE_NOT_STARTED,
+                f"the launcher started {started} and is waiting on them, but the profile "
+                f"declares {missing} too: no `start_role {missing[0]} …` in "
+                f"{self.plan.launcher.name} (or its name differs)",
+                role=missing[0],
+                log_tail=tail(self.roles.launcher_log),
+            )
+        self._all_started = True
+
+    def check_health_servers(self) -> None:
+        """A worker whose system port was taken keeps running without a health server (Dynamo
+        logs the bind error and goes on): name it, the port and its holder at once, instead of
+        waiting out register_s for a /health that can never answer."""
+        for role in self.plan.workers:
+            if role.name in self._healthy_once or role.name not in self.roles.known:
+                continue
+            text = tail(self.roles.log_path(role.name), 200)
+            if HEALTH_SERVER_FAILED not in text:
+                continue
+            bind = HEALTH_BIND_FAILED.search(text)
+            port = int(bind.group(1)) if bind else role.port
+            holder = self.roles.owner_of(listeners([port or 0]).get(port or 0))
+            planned = "" if port == role.port else f", not its planned {role.port}"
+            raise self.failure(
+                Cause.PORT_IN_USE,
+                f"worker '{role.name}' runs without a health server: it tried system port "
+                f"{port} ({self.plan.port_name(port)}{planned}), which is held by {holder}; "
+                f"its log: {HEALTH_SERVER_FAILED}",
+                role=role.name,
+                port=port,
+            )
 
     def role_exited(self, name: str) -> TopologyFailure:
         log = tail(self.roles.log_path(name))

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from harness.core.verdict import TopologyFailure
+from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge, content_of
+from harness.judging.path_oracle import check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_leases import GpuUnavailable, shortfall
@@ -96,6 +97,7 @@ def run_case(
     judge: CaseJudge = judge_for(sc, topo)
     for request in sc.requests:
         body = request_body(request, urls)
+        before = topo.request_counts()
         try:
             resp = topo.post_chat(body)
         except TopologyFailure as failure:
@@ -105,4 +107,22 @@ def run_case(
         record.checks += judge.judge(request, body, resp)
         if resp.status_code == 200:
             record.answers[-1]["content"] = content_of(resp.json())
+            record.checks.append(judge_path(topo, request, before))
     return record.checks
+
+
+PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
+
+
+def judge_path(topo: Topology, request: RequestSpec, before: dict[str, float | None]) -> str:
+    """The roles that served the request are the ones its topology and media say must."""
+    expected = expected_path(topo.plan.workers, request.media, request.path)
+    deadline = time.monotonic() + PATH_SETTLE_S
+    while True:
+        result = check_path(expected, before, topo.request_counts())
+        if result.passed or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if not result.passed:
+        raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
+    return result.detail

@@ -26,7 +26,7 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs
 from harness.judging.judge import CaseJudge
-from harness.profiles import GpuExpect, Profile, Tier, load_profile
+from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.runtime.launch import launch
 from harness.runtime.listeners import listening_ports
 from harness.runtime.processes import marked_processes
@@ -222,6 +222,17 @@ def no_health_source(tmp: Path) -> FaultRun:
     return run
 
 
+def role_not_started(tmp: Path) -> FaultRun:
+    """The profile declares a role (`encoder`, a typo of a real role's name) the launcher never
+    starts: named as soon as the launcher says it started its roles, not at register_s."""
+    profile = fault_profile("mocker", register_s=25)
+    typo = RoleSpec(name="encoder", kind="aux")
+    run = run_fault(profile.model_copy(update={"roles": [*profile.roles, typo]}),
+                    after=died_at("launcher.log"))  # fmt: skip
+    run.note = "timed from the launcher's 'all roles started' line"
+    return run
+
+
 def never_registered(tmp: Path) -> FaultRun:
     """The frontend discovers only namespace 'elsewhere'; the real worker registers in 'dynamo':
     healthy, registered, but never listed -> NEVER_REGISTERED at register_s."""
@@ -328,6 +339,7 @@ FAULTS: list[Fault] = [
     Fault("hang_double", Cause.NEVER_REGISTERED, 7.0, hang, role="worker"),
     Fault("no_health_source", Cause.NO_HEALTH_SOURCE, 3.0 + 5.0, no_health_source, role="worker"),
     Fault("never_registered", Cause.NEVER_REGISTERED, 7.0, never_registered),
+    Fault("role_not_started", Cause.ROLE_NOT_STARTED, 2.0, role_not_started, role="encoder"),
     Fault("request_hang", Cause.REQUEST_TIMEOUT, 3.0 + 1.5, request_hang),
     Fault("http_error", Cause.HTTP_ERROR, 2.0, http_error),
     Fault("warmup_http_error", Cause.HTTP_ERROR, 15.0, warmup_http_error),

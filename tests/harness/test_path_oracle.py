@@ -1,0 +1,91 @@
+"""The path oracle: which roles must serve a request, checked against their own counters.
+
+Unit rules first; then a real CPU E/PD whose PD worker no longer routes media to its encoder
+(a launcher copy without --route-to-encoder) answers every image request, and fails wrong_path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import REPO_ROOT, cache_dir
+from harness.core.verdict import Cause, TopologyFailure
+from harness.judging.asset_server import AssetServer
+from harness.judging.chat_request import MediaURLs, request_body, warmup_bodies
+from harness.judging.media import build_media
+from harness.judging.path_oracle import check_path, expected_path
+from harness.profiles import load_profile
+from harness.runtime.generate_counter import generate_requests
+from harness.runtime.launch import launch
+from harness.runtime.plan import RolePlan
+from harness.suite.serve_case import judge_path
+
+EPD = (RolePlan("encode", "worker", 1, "encode"), RolePlan("prefill", "worker", 2, "prefill"),
+       RolePlan("decode", "worker", 3, "backend"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("media", "encode"),
+    [([], 0), (["image_url"], 1), (["image_b64"], 1), (["video_url"], 0), (["video_b64"], 0),
+     (["image_url", "video_url"], 1)],
+)  # fmt: skip
+def test_encode_takes_exactly_the_requests_with_an_image(media: list[str], encode: int) -> None:
+    """Measured on a CPU E/P/D, E/PD and LLaVA E/P/D (every 200 answer followed this rule)."""
+    assert expected_path(EPD, media) == {"encode": encode, "prefill": 1, "decode": 1}
+
+
+def test_overrides_and_the_check_name_the_role_and_counter() -> None:
+    assert expected_path(EPD, ["image_url"], {"encode": 0})["encode"] == 0
+    ok = check_path(
+        {"encode": 1, "decode": 1}, {"encode": 3, "decode": 7}, {"encode": 4, "decode": 8}
+    )
+    assert ok.passed and ok.detail == "path encode +1, decode +1"
+    skipped = check_path({"encode": 1, "decode": 1}, {"encode": 3, "decode": 7},
+                         {"encode": 3, "decode": 8})  # fmt: skip
+    assert not skipped.passed
+    assert skipped.detail == (
+        "role 'encode' did not serve it: dynamo_component_requests_total"
+        '{dynamo_endpoint="generate"} 3 -> 3, expected +1'
+    )
+    extra = check_path({"encode": 0}, {"encode": 0}, {"encode": 1})
+    assert "role 'encode' served it" in extra.detail
+    silent = check_path({"encode": 1}, {"encode": None}, {"encode": 1})
+    assert "its /metrics did not answer" in silent.detail
+
+
+def test_the_counter_is_read_from_prometheus_text() -> None:
+    text = (
+        "# TYPE dynamo_component_requests_total counter\n"
+        'dynamo_component_requests_total{dynamo_component="prefill",dynamo_endpoint="generate"} 4\n'
+        'dynamo_component_requests_total{dynamo_component="prefill",'
+        'dynamo_endpoint="clear_kv_blocks"} 9\n'
+    )
+    assert generate_requests(text) == 4.0
+    assert generate_requests("") == 0.0
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -> None:
+    shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
+    script = tmp_path / "launchers" / "vllm" / "disagg_multimodal_e_pd.sh"
+    text = script.read_text()
+    assert text.count("--route-to-encoder --enable-mm-embeds") == 1
+    script.write_text(text.replace("--route-to-encoder --enable-mm-embeds", "--enable-mm-embeds"))
+    shipped = load_profile(REPO_ROOT / "profiles" / "vllm" / "e_pd_qwen3-vl-2b.yaml", REPO_ROOT)
+    profile = shipped.model_copy(update={"launcher": str(script)})
+    case = profile.cases[0]  # an image by URL
+    media = build_media(cache_dir() / "media")
+    with AssetServer(media.green_square_png.parent) as server:
+        urls = MediaURLs.serve(server, media)
+        with launch(profile, "cpu", case, warmup_bodies([], urls)) as topo:
+            before = topo.request_counts()
+            resp = topo.post_chat(request_body(case, urls))
+            assert resp.status_code == 200  # the answer alone looks fine
+            with pytest.raises(TopologyFailure) as failure:
+                judge_path(topo, case, before)
+    assert failure.value.cause == Cause.WRONG_PATH
+    assert failure.value.message.startswith("role 'encode' did not serve it")

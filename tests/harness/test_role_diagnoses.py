@@ -1,0 +1,80 @@
+"""Diagnoses name the role at fault, on the real vLLM E/P/D launcher (tiny Qwen3-VL, CPU):
+
+- a decode worker given prefill's health port: it runs on without a health server (Dynamo logs
+  the bind error) -> port_in_use naming it and the role holding the port, in seconds;
+- a decode worker serving another model name -> never_registered naming decode and the name;
+- every shipped E/P/D role registers the component its profile names (a real launch: the
+  `registered_as_planned` readiness phase passes, so the profiles' names are not hand-made).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.profiles import Profile, load_profile
+from harness.runtime.discovery import registered_cards, registered_components
+from harness.runtime.launch import launch
+
+pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
+
+EPD = REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml"
+DECODE_START = "start_role decode "
+
+
+def epd_with(tmp_path: Path, old: str, new: str) -> Profile:
+    """The shipped E/P/D profile on a launchers/ copy with one edit to the decode role's lines."""
+    shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
+    script = tmp_path / "launchers" / "vllm" / "disagg_multimodal_epd.sh"
+    text = script.read_text()
+    decode_at = text.index(DECODE_START) - 200  # the decode role's env lines come just before
+    head, tail = text[:decode_at], text[decode_at:]
+    assert tail.count(old) == 1, f"{old!r} in the decode role's lines"
+    script.write_text(head + tail.replace(old, new))
+    profile = load_profile(EPD, REPO_ROOT)
+    return profile.model_copy(update={"launcher": str(script)})
+
+
+def failure_of(profile: Profile) -> TopologyFailure:
+    topo = launch(profile, "cpu", profile.cases[0])
+    with pytest.raises(TopologyFailure) as info, topo:
+        pass
+    return info.value
+
+
+def test_decode_on_prefills_health_port_is_named_with_the_holder(tmp_path: Path) -> None:
+    profile = epd_with(tmp_path, "port DYN_SYSTEM_PORT3 8083", "port DYN_SYSTEM_PORT2 8082")
+    failure = failure_of(profile)
+    assert failure.cause == Cause.PORT_IN_USE, failure.report()
+    loser = failure.evidence.role
+    holder = {"decode": "prefill", "prefill": "decode"}[loser or ""]
+    assert f"worker '{loser}' runs without a health server" in failure.message
+    assert f"is held by role '{holder}'" in failure.message
+    assert "System status server startup failed" in failure.message
+    assert failure.evidence.elapsed_s < 60, failure.report()  # register_s is 150
+
+
+def test_decode_serving_another_model_is_named(tmp_path: Path) -> None:
+    profile = epd_with(tmp_path, '--served-model-name "$SERVED_MODEL_NAME"',
+                       "--served-model-name other-model")  # fmt: skip
+    failure = failure_of(profile)
+    assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
+    assert failure.evidence.role == "decode", failure.report()
+    assert "role 'decode' registered model 'other-model'" in failure.message
+
+
+def test_shipped_epd_roles_register_the_components_their_profile_names() -> None:
+    profile = load_profile(EPD, REPO_ROOT)
+    with launch(profile, "cpu", profile.cases[0]) as topo:
+        kv = topo.plan.scratch_dir / "discovery"
+        components = registered_components(kv)
+        cards = registered_cards(kv)
+        assert "registered_as_planned" in topo.phase_times
+    assert {r.discovery_component for r in profile.worker_roles} <= components
+    by_port = {r.port: r.name for r in topo.plan.workers}
+    named = {by_port[c.system_port]: c.name for c in cards if c.system_port in by_port}
+    assert named and set(named.values()) == {profile.model.gpu}, named
