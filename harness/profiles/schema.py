@@ -59,6 +59,13 @@ class GpuExpect(Strict):
     error_contains: str | None = None
     all_of: list[str] = []
     any_of: list[str] = []
+    # What the answer must name when the request's media is swapped for the other medium
+    # (harness/judging/media_relations.py): the red square instead of the green one.
+    alt_any_of: list[str] = []
+
+    @model_validator(mode="after")
+    def _refusals_say_why(self) -> GpuExpect:
+        return _check_refusal(self, content_fields=("all_of", "any_of", "alt_any_of"))
 
 
 class CpuExpect(Strict):
@@ -68,6 +75,26 @@ class CpuExpect(Strict):
     prompt_tokens_offset: int = 0
     same_as: str | None = None
     error_contains: str | None = None
+
+    @model_validator(mode="after")
+    def _refusals_say_why(self) -> CpuExpect:
+        return _check_refusal(
+            self, content_fields=("prompt_tokens", "prompt_tokens_offset", "same_as")
+        )
+
+
+def _check_refusal(expect: BaseModel, content_fields: tuple[str, ...]) -> BaseModel:
+    """A non-200 expectation names the error it expects, and sets no check of a 200 answer's
+    content (it would never run)."""
+    status = expect.status
+    if status == 200:
+        return expect
+    if not expect.error_contains:
+        raise ValueError(f"status {status} needs error_contains: the error the refusal must name")
+    inert = sorted(set(content_fields) & expect.model_fields_set)
+    if inert:
+        raise ValueError(f"{inert} check a 200 answer; with status {status} they never run")
+    return expect
 
 
 class RequestSpec(Strict):

@@ -176,3 +176,14 @@ def test_first_difference() -> None:
     assert first_difference("abc", "abd") == 2
     assert first_difference("ab", "abc") == 2
     assert first_difference("", "x") == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "passes"),
+    [("It is not green.", False), ("No green here", False), ("it isn't green", False),
+     ("Neither green nor blue", False), ("Green, not red.", True), ("Not red. Green.", True),
+     ("The square is green.", True)],
+)  # fmt: skip
+def test_a_denied_keyword_does_not_count(text: str, passes: bool) -> None:
+    assert KeywordOracle(any_of=["green"]).check(text).passed is passes
+    assert KeywordOracle(all_of=["green"]).check(text).passed is passes

@@ -57,6 +57,32 @@ def test_good_profile_and_test_ids(tmp_path: Path) -> None:
         (("name: t\n", "name: t\ncolour: red\n"), "colour", "Extra inputs"),
         (("topology: agg", "topology: aggregated"), "topology", "'agg_router'"),
         (
+            ("- {prompt: hi, media: [image_url]}", "- {prompt: hi, cpu: {status: 400}}"),
+            "cases.0.cpu",
+            "needs error_contains",
+        ),
+        (
+            (
+                "- {prompt: hi, media: [image_url]}",
+                "- {prompt: hi, gpu: {status: 400, error_contains: x, any_of: [y]}}",
+            ),
+            "cases.0.gpu",
+            "never run",
+        ),
+        (
+            (
+                "- {prompt: hi, media: [image_url]}",
+                "- {prompt: hi, cpu: {status: 404, error_contains: x, prompt_tokens: false}}",
+            ),
+            "cases.0.cpu",
+            "never run",
+        ),
+        (
+            ("- {prompt: hi, media: [image_url]}", "- {prompt: hi, path: {encode: 0}}"),
+            "cases.0",
+            "path_reason",
+        ),
+        (
             (
                 "health_port: DYN_SYSTEM_PORT1",
                 "health_port: DYN_SYSTEM_PORT1, discovery_component: encoder",

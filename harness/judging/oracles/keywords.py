@@ -7,6 +7,25 @@ from collections.abc import Sequence
 
 from harness.judging.oracles.result import OracleResult, excerpt
 
+# A match preceded, within NEGATION_WINDOW words of its sentence, by one of these does not count:
+# "it is not green" names green only to deny it.
+NEGATIONS = frozenset(
+    {"not", "no", "never", "neither", "nor", "without", "isn't", "aren't", "wasn't", "isnt"}
+)
+NEGATION_WINDOW = 3
+_WORD = re.compile(r"[\w']+")
+
+
+def negated(text: str, start: int) -> bool:
+    """True if the word at `start` is denied by a negation just before it in its sentence."""
+    sentence = re.split(r"[.!?;\n]", text[:start])[-1]
+    before = [w.lower() for w in _WORD.findall(sentence)][-NEGATION_WINDOW:]
+    return any(w in NEGATIONS or w.endswith("n't") for w in before)
+
+
+def _affirmed(pattern: re.Pattern[str], text: str) -> bool:
+    return any(not negated(text, m.start()) for m in pattern.finditer(text))
+
 
 def _whole_word_pattern(word: str) -> re.Pattern[str]:
     parts = [re.escape(part) for part in word.split()]
@@ -23,6 +42,7 @@ class KeywordOracle:
     - does not match: "greenish", "evergreen", "greens", "green_square"
 
     Plurals are different words: list ``any_of=["triangle", "triangles"]`` to accept both.
+    A denied word does not count: "It is not green." holds no "green" (see ``negated``).
     A multi-word entry such as "yellow triangle" matches across any run of whitespace.
     An oracle with no words, or with a blank word, raises ValueError: it could never fail.
     """
@@ -47,12 +67,12 @@ class KeywordOracle:
         missing = [
             word
             for word, pattern in zip(self.all_of, self._all_of_patterns, strict=True)
-            if not pattern.search(text)
+            if not _affirmed(pattern, text)
         ]
         found_any = [
             word
             for word, pattern in zip(self.any_of, self._any_of_patterns, strict=True)
-            if pattern.search(text)
+            if _affirmed(pattern, text)
         ]
         problems = [f"missing all-of word {word!r}" for word in missing]
         if self.any_of and not found_any:
