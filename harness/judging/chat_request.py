@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,16 @@ class MediaURLs:
     video_b64: str
     image_url_missing: str
     files: dict[str, Path]
+    other: MediaURLs | None = None  # the other image and video (red square, circle)
 
     @classmethod
     def serve(cls, server: AssetServer, media: MediaSet) -> MediaURLs:
-        image, video = media.green_square_png, media.triangle_video_mp4
+        other = cls.of(server, media.red_square_png, media.circle_video_mp4)
+        main = cls.of(server, media.green_square_png, media.triangle_video_mp4)
+        return replace(main, other=other, files={**main.files, **other.files})
+
+    @classmethod
+    def of(cls, server: AssetServer, image: Path, video: Path) -> MediaURLs:
         return cls(
             image_url=server.url_for(image.name),
             image_b64=data_url(image),

@@ -12,6 +12,7 @@ import io
 import mimetypes
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +21,14 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 GREEN_SQUARE_NAME = "green_square.png"
+RED_SQUARE_NAME = "red_square.png"  # the other image: the same scene, another colour
 TRIANGLE_VIDEO_NAME = "triangle.mp4"
+CIRCLE_VIDEO_NAME = "circle.mp4"  # the other video: another shape and colour, same motion
 
 IMAGE_SIZE = 512
 SQUARE_SIZE = 256
 SQUARE_RGB = (0, 170, 0)
+RED_SQUARE_RGB = (200, 0, 0)
 LABEL_RGB = (20, 20, 20)
 LABEL_FONT_SIZE = 56
 
@@ -37,6 +41,8 @@ BACKGROUND_BGR = (40, 30, 30)
 TRIANGLE_BGR = (0, 255, 255)  # yellow
 TRIANGLE_HALF_WIDTH = 40
 TRIANGLE_HEIGHT = 80
+CIRCLE_BGR = (255, 255, 0)  # cyan
+CIRCLE_RADIUS = 40
 
 MIME_BY_SUFFIX = {
     ".png": "image/png",
@@ -49,10 +55,13 @@ MIME_BY_SUFFIX = {
 
 @dataclass(frozen=True)
 class MediaSet:
-    """Paths of the generated media of one directory."""
+    """Paths of the generated media of one directory: each medium and its other (a different
+    picture of the same kind, for the metamorphic checks)."""
 
     green_square_png: Path
     triangle_video_mp4: Path
+    red_square_png: Path
+    circle_video_mp4: Path
 
 
 def _write_if_changed(path: Path, content: bytes) -> Path:
@@ -72,16 +81,21 @@ def _write_if_changed(path: Path, content: bytes) -> Path:
 
 def render_green_square_png() -> bytes:
     """512x512 white canvas, a centred green square labelled "GREEN" in dark text, as PNG."""
+    return render_square_png(SQUARE_RGB, "GREEN")
+
+
+def render_square_png(rgb: tuple[int, int, int], label: str) -> bytes:
+    """512x512 white canvas, a centred square of `rgb` labelled `label` in dark text, as PNG."""
     image = Image.new("RGB", (IMAGE_SIZE, IMAGE_SIZE), (255, 255, 255))
     draw = ImageDraw.Draw(image)
     top_left = (IMAGE_SIZE - SQUARE_SIZE) // 2
     bottom_right = top_left + SQUARE_SIZE - 1
-    draw.rectangle((top_left, top_left, bottom_right, bottom_right), fill=SQUARE_RGB)
+    draw.rectangle((top_left, top_left, bottom_right, bottom_right), fill=rgb)
     font = ImageFont.load_default(size=LABEL_FONT_SIZE)
     centre = IMAGE_SIZE // 2
-    # The label sits in the lower part of the square so the centre pixel stays green.
+    # The label sits in the lower part of the square so the centre pixel keeps the colour.
     label_y = top_left + SQUARE_SIZE * 3 // 4
-    draw.text((centre, label_y), "GREEN", fill=LABEL_RGB, font=font, anchor="mm")
+    draw.text((centre, label_y), label, fill=LABEL_RGB, font=font, anchor="mm")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", optimize=False)
     return buffer.getvalue()
@@ -93,12 +107,31 @@ def green_square_png(directory: Path) -> Path:
     return _write_if_changed(directory / GREEN_SQUARE_NAME, render_green_square_png())
 
 
+def red_square_png(directory: Path) -> Path:
+    """Write the red-square PNG (the other image) into ``directory``; return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return _write_if_changed(directory / RED_SQUARE_NAME, render_square_png(RED_SQUARE_RGB, "RED"))
+
+
+def _centre_x(index: int, half_width: int) -> int:
+    travel = VIDEO_WIDTH - 2 * half_width - 20
+    return 10 + half_width + travel * index // (VIDEO_FRAMES - 1)
+
+
+def circle_frame(index: int) -> np.ndarray:
+    """BGR frame ``index`` of the other video: a cyan circle, further right on each frame."""
+    frame = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
+    frame[:] = BACKGROUND_BGR
+    centre = (_centre_x(index, CIRCLE_RADIUS), VIDEO_HEIGHT // 2)
+    cv2.circle(frame, centre, CIRCLE_RADIUS, CIRCLE_BGR, thickness=-1)
+    return frame
+
+
 def triangle_frame(index: int) -> np.ndarray:
     """BGR frame ``index`` of the video: a yellow triangle, further right on each frame."""
     frame = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
     frame[:] = BACKGROUND_BGR
-    travel = VIDEO_WIDTH - 2 * TRIANGLE_HALF_WIDTH - 20
-    centre_x = 10 + TRIANGLE_HALF_WIDTH + travel * index // (VIDEO_FRAMES - 1)
+    centre_x = _centre_x(index, TRIANGLE_HALF_WIDTH)
     base_y = VIDEO_HEIGHT // 2 + TRIANGLE_HEIGHT // 2
     corners = np.array(
         [
@@ -114,8 +147,17 @@ def triangle_frame(index: int) -> np.ndarray:
 
 def triangle_video_mp4(directory: Path) -> Path:
     """Write the 10-frame, 5 fps, 320x240 'mp4v' triangle video into ``directory``."""
+    return _video_mp4(directory, TRIANGLE_VIDEO_NAME, triangle_frame)
+
+
+def circle_video_mp4(directory: Path) -> Path:
+    """Write the other video (a moving circle, same size, rate and length) into ``directory``."""
+    return _video_mp4(directory, CIRCLE_VIDEO_NAME, circle_frame)
+
+
+def _video_mp4(directory: Path, name: str, frame_at: Callable[[int], np.ndarray]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=".triangle.", suffix=".mp4")
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{Path(name).stem}.", suffix=".mp4")
     os.close(fd)
     tmp_path = Path(tmp_name)
     try:
@@ -132,10 +174,10 @@ def triangle_video_mp4(directory: Path) -> Path:
             )
         try:
             for index in range(VIDEO_FRAMES):
-                writer.write(triangle_frame(index))
+                writer.write(frame_at(index))
         finally:
             writer.release()
-        return _write_if_changed(directory / TRIANGLE_VIDEO_NAME, tmp_path.read_bytes())
+        return _write_if_changed(directory / name, tmp_path.read_bytes())
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -145,6 +187,8 @@ def build_media(directory: Path) -> MediaSet:
     return MediaSet(
         green_square_png=green_square_png(directory),
         triangle_video_mp4=triangle_video_mp4(directory),
+        red_square_png=red_square_png(directory),
+        circle_video_mp4=circle_video_mp4(directory),
     )
 
 

@@ -66,5 +66,6 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "phases": topo.phase_times if topo else {},
         "timeline": topo.timeline.events if topo else [],
         "budget_s": spec.budget.total_s if spec else None,
+        "checks": list(rec.checks),  # every oracle that passed, one line each
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }

@@ -11,6 +11,7 @@ import pytest
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge, content_of
+from harness.judging.media_relations import judge_relation, relations
 from harness.judging.path_oracle import check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.resources.gpu_inventory import GpuInventory
@@ -106,9 +107,27 @@ def run_case(
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         record.checks += judge.judge(request, body, resp)
         if resp.status_code == 200:
-            record.answers[-1]["content"] = content_of(resp.json())
+            content = content_of(resp.json())
+            record.answers[-1]["content"] = content
             record.checks.append(judge_path(topo, request, before))
+            record.checks += judge_relations(topo, request, urls, sc.tier, content)
     return record.checks
+
+
+def judge_relations(
+    topo: Topology, request: RequestSpec, urls: MediaURLs, tier: Tier, answer: str
+) -> list[str]:
+    """Send each metamorphic twin of a judged request and hold its answer to the relation."""
+    passed = []
+    for relation in relations(request, urls, tier):
+        resp = topo.post_chat(relation.body)
+        derived = content_of(resp.json()) if resp.status_code == 200 else resp.text[:300]
+        result = judge_relation(relation, answer, resp.status_code, derived)
+        if not result.passed:
+            cause = Cause.HTTP_ERROR if resp.status_code != 200 else Cause.WRONG_ANSWER
+            raise TopologyFailure(cause, result.detail, Evidence(phase="request"))
+        passed.append(result.detail)
+    return passed
 
 
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet

@@ -44,7 +44,7 @@ def read_frames(path: Path) -> list[np.ndarray]:
 def test_builds_are_byte_identical(media_dirs: tuple[Path, Path]) -> None:
     first, second = media_dirs
     names = sorted(p.name for p in first.iterdir())
-    assert names == ["green_square.png", "triangle.mp4"]
+    assert names == ["circle.mp4", "green_square.png", "red_square.png", "triangle.mp4"]
     assert sorted(p.name for p in second.iterdir()) == names
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
