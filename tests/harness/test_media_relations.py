@@ -1,0 +1,108 @@
+"""Metamorphic media checks. Unit rules, then two real CPU launches broken the way they guard
+against: a media server serving another image at one URL, and a tiny checkpoint whose vision
+tower is zeroed (it sees nothing, so every image answers alike)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.judging.asset_server import AssetServer
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs, warmup_bodies
+from harness.judging.judge import CaseJudge
+from harness.judging.media import RED_SQUARE_RGB, build_media, render_square_png
+from harness.judging.media_relations import MediaRelation, judge_relation, relations
+from harness.profiles import RequestSpec, load_profile
+from harness.suite.pool import TopologyPool
+from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+
+AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
+
+
+@pytest.fixture
+def urls(tmp_path: Path) -> Iterator[MediaURLs]:
+    media = build_media(tmp_path / "media")
+    with AssetServer(media.green_square_png.parent) as server:
+        yield MediaURLs.serve(server, media)
+
+
+def test_cpu_relations_swap_media_and_transport(urls: MediaURLs) -> None:
+    request = RequestSpec(prompt="Colour?", media=["image_url"])
+    other, transport = relations(request, urls, "cpu")
+    assert other.same is False and transport.same is True
+    assert other.body["messages"][0]["content"][0]["image_url"]["url"].endswith("red_square.png")
+    assert transport.body["messages"][0]["content"][0]["image_url"]["url"] == urls.image_b64
+    assert relations(RequestSpec(prompt="hi"), urls, "cpu") == []
+    assert relations(RequestSpec(prompt="x", media=["image_url_bare"]), urls, "cpu") == []
+
+
+def test_gpu_relation_names_the_other_colour(urls: MediaURLs) -> None:
+    request = RequestSpec(prompt="Colour?", media=["image_b64"],
+                          gpu={"any_of": ["green"], "alt_any_of": ["red"]})  # fmt: skip
+    (other,) = relations(request, urls, "gpu")
+    assert judge_relation(other, "Green.", 200, "Red.").passed
+    assert not judge_relation(other, "Green.", 200, "It is not red; it is green.").passed
+
+
+def test_judging_a_relation() -> None:
+    differ = MediaRelation("other media", {}, same=False)
+    assert judge_relation(differ, "abc", 200, "abd").passed
+    same_answer = judge_relation(differ, "abc", 200, "abc")
+    assert not same_answer.passed and "did not reach the model" in same_answer.detail
+    twin = MediaRelation("other transport", {}, same=True)
+    assert judge_relation(twin, "abc", 200, "abc").passed
+    assert "differs from baseline at char 2" in judge_relation(twin, "abc", 200, "abd").detail
+    assert judge_relation(twin, "abc", 500, "").detail == "other transport: HTTP 500, expected 200"
+
+
+def run_agg_case(urls: MediaURLs) -> TopologyFailure:
+    sc = ServeCase(AGG, AGG.cases[0], "cpu")  # an image by URL
+    pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
+
+    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
+        return CaseJudge(AGG, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)  # type: ignore[attr-defined]
+
+    try:
+        with pytest.raises(TopologyFailure) as failure:
+            run_case(sc, pool, urls, judge_for, CaseRecord())
+    finally:
+        pool.close()
+    return failure.value
+
+
+@pytest.mark.heavy
+def test_a_media_server_serving_another_image_at_the_url_is_caught(urls: MediaURLs) -> None:
+    """The URL now serves the red square (same size); the base64 twin still carries green."""
+    served = next(p for u, p in urls.files.items() if u == urls.image_url)
+    served.write_bytes(render_square_png(RED_SQUARE_RGB, "GREEN"))
+    failure = run_agg_case(urls)
+    assert failure.cause == Cause.WRONG_ANSWER, failure.report()
+    assert failure.message.startswith("other transport: content differs"), failure.message
+
+
+@pytest.mark.heavy
+def test_a_vision_tower_that_sees_nothing_is_caught(
+    urls: MediaURLs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import safetensors.torch
+
+    from harness.tiny_models import build_tiny_model
+
+    blind = tmp_path / "qwen3_vl-blind"
+    shutil.copytree(build_tiny_model("qwen3_vl"), blind)
+    weights = safetensors.torch.load_file(blind / "model.safetensors")
+    zeroed = [k for k in weights if ".visual." in f".{k}"]
+    assert zeroed, sorted(weights)[:5]
+    for key in zeroed:
+        weights[key].zero_()
+    safetensors.torch.save_file(weights, blind / "model.safetensors", metadata={"format": "pt"})
+    monkeypatch.setattr("harness.runtime.launch.model_for", lambda profile, tier: str(blind))
+    failure = run_agg_case(urls)
+    assert failure.cause == Cause.WRONG_ANSWER, failure.report()
+    assert failure.message.startswith("other media: the same answer for the other image/video")
