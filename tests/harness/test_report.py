@@ -1,11 +1,15 @@
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.profiles import load_profile
 from harness.report import (
     ResultsFileError,
     compare_table,
@@ -15,35 +19,41 @@ from harness.report import (
     timeline_svg,
     validation_table,
 )
+from harness.suite.results import result_record
+from harness.suite.serve_case import CaseRecord, ServeCase
+
+AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
+TIMELINE = [
+    {"role": "frontend", "t": 0.0, "state": "starting"},
+    {"role": "decode", "t": 0.5, "state": "starting"},
+    {"role": "decode", "t": 30.0, "state": "notready"},
+    {"role": "frontend", "t": 20.0, "state": "ready"},
+    {"role": "decode", "t": 41.25, "state": "ready"},
+    {"role": "decode", "t": 60.0, "state": "exited"},
+]
 
 
-def make_result(test_id: str, outcome: str = "passed", **overrides: Any) -> dict[str, Any]:
-    result = {
-        "test_id": test_id,
-        "profile": "agg_qwen3-vl-2b",
-        "case": "image_url",
-        "tier": "cpu",
-        "stack": "vllm",
-        "launcher": "agg.sh",
-        "model": "Qwen/Qwen3-VL-2B-Instruct",
-        "outcome": outcome,
-        "cause": None if outcome == "passed" else "oracle",
-        "message": "" if outcome == "passed" else "missing all-of word 'green'",
-        "ready_s": 41.25,
-        "duration_s": 63.0,
-        "phases": {"launch": 1.5, "readiness": 39.75},
-        "timeline": [
-            {"role": "frontend", "t": 0.0, "state": "starting"},
-            {"role": "decode", "t": 0.5, "state": "starting"},
-            {"role": "decode", "t": 30.0, "state": "notready"},
-            {"role": "frontend", "t": 20.0, "state": "ready"},
-            {"role": "decode", "t": 41.25, "state": "ready"},
-            {"role": "decode", "t": 60.0, "state": "exited"},
-        ],
-        "started_at": "2025-05-01T12:00:00+00:00",
-    }
-    result.update(overrides)
-    return result
+def make_result(
+    test_id: str,
+    outcome: str = "passed",
+    cause: Cause = Cause.WRONG_ANSWER,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A record as the results writer (harness.suite.results.result_record) writes it for a case
+    on a topology ready in 41.25 s; `test_id` and `overrides` replace its fields afterwards."""
+    failing = outcome != "passed"
+    topo = SimpleNamespace(
+        ready_s=41.25, peak_rss_mib=1900.0, phase_times={"workers_healthy": 39.75},
+        timeline=SimpleNamespace(events=TIMELINE),
+    )  # fmt: skip
+    report = SimpleNamespace(outcome="passed" if outcome == "error" else outcome, when="call",
+                             duration=63.0, skipped=False, longrepr=None)  # fmt: skip
+    failure = TopologyFailure(cause, "missing all-of word 'green'") if failing else None
+    record = CaseRecord(topology=topo, report=report, failure=failure)  # type: ignore[arg-type]
+    if outcome == "error":
+        record.teardown_failure = failure
+    result = result_record(ServeCase(AGG, AGG.cases[0], "cpu"), record)
+    return {**result, "test_id": test_id, **overrides}
 
 
 def write_jsonl(path: Path, results: list[Any]) -> Path:
@@ -68,9 +78,9 @@ def run_b(tmp_path: Path) -> Path:
     return write_jsonl(
         tmp_path / "b.jsonl",
         [
-            make_result("mm_agg_qwen", "failed", cause="readiness|timeout"),
+            make_result("mm_agg_qwen", "failed", cause=Cause.PHASE_TIMEOUT),
             make_result("mm_epd_qwen", ready_s=47.5),
-            make_result("mm_new_only", "error", cause="<launch>", ready_s=None),
+            make_result("mm_<new>", "error", cause=Cause.LAUNCHER_INVALID, ready_s=None),
         ],
     )
 
@@ -115,18 +125,19 @@ def test_validation_table_markdown(run_a: Path, run_b: Path) -> None:
     lines = table.splitlines()
     assert lines[0] == "| test | launcher | tier | result | cause | time to ready | duration |"
     assert len(lines) == 2 + 3
-    assert lines[2] == (
-        "| mm_agg_qwen | agg.sh | cpu | failed | readiness\\|timeout | 41.2 s | 63.0 s |"
+    launcher = "launchers/vllm/agg_multimodal.sh"
+    assert (
+        lines[2] == f"| mm_agg_qwen | {launcher} | cpu | failed | phase_timeout | 41.2 s | 63.0 s |"
     )
-    assert "| mm_new_only | agg.sh | cpu | error | <launch> | — | 63.0 s |" in lines
+    assert f"| mm_<new> | {launcher} | cpu | error | launcher_invalid | — | 63.0 s |" in lines
 
 
 def test_validation_table_html_escapes(run_b: Path) -> None:
     table = validation_table(load_results(run_b), fmt="html")
     assert "<th>time to ready</th>" in table
     assert '<tr class="failed"><td>mm_agg_qwen</td>' in table
-    assert "&lt;launch&gt;" in table
-    assert "<launch>" not in table
+    assert "mm_&lt;new&gt;" in table
+    assert "mm_<new>" not in table
     ElementTree.fromstring(table)  # well-formed markup
 
 
@@ -138,20 +149,20 @@ def test_unknown_format_is_rejected(run_a: Path) -> None:
 def test_compare_table_rows_by_test_id(run_a: Path, run_b: Path) -> None:
     table = compare_table(load_results(run_a), load_results(run_b), fmt="md")
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()[2:]}
-    assert list(rows) == ["mm_agg_qwen", "mm_epd_qwen", "mm_old_only", "mm_new_only"]
+    assert list(rows) == ["mm_agg_qwen", "mm_epd_qwen", "mm_old_only", "mm_<new>"]
     assert rows["mm_agg_qwen"].endswith("| regressed; ready +0.0 s |")
     assert "| passed | failed |" in rows["mm_agg_qwen"]
     assert rows["mm_epd_qwen"].endswith("| 50.0 s | 47.5 s | ready -2.5 s |")
     assert rows["mm_old_only"].endswith("| only in A |")
     assert "| passed | — |" in rows["mm_old_only"]
-    assert rows["mm_new_only"].endswith("| only in B |")
-    assert "| — | error |" in rows["mm_new_only"]
+    assert rows["mm_<new>"].endswith("| only in B |")
+    assert "| — | error |" in rows["mm_<new>"]
 
 
 def test_compare_table_html_classes(run_a: Path, run_b: Path) -> None:
     table = compare_table(load_results(run_a), load_results(run_b), fmt="html")
     assert '<tr class="regressed"><td>mm_agg_qwen</td>' in table
-    assert '<tr class="only-in-b"><td>mm_new_only</td>' in table
+    assert '<tr class="only-in-b"><td>mm_&lt;new&gt;</td>' in table
     ElementTree.fromstring(table)
 
 
@@ -178,7 +189,7 @@ def test_timeline_svg_without_entries() -> None:
 
 def test_html_report_embeds_timelines_for_failing_results_only(run_a: Path, run_b: Path) -> None:
     page = html_report(load_results(run_b), baseline=load_results(run_a))
-    assert page.count("<svg") == 2  # mm_agg_qwen failed, mm_new_only error
+    assert page.count("<svg") == 2  # mm_agg_qwen failed, mm_<new> error
     assert "mm_epd_qwen</text>" not in page
     assert "A/B" in page
     assert "missing all-of word &#x27;green&#x27;" in page
@@ -188,9 +199,9 @@ def test_junit_properties() -> None:
     properties = junit_properties(make_result("x", "failed"))
     assert ("tier", "cpu") in properties
     assert ("outcome", "failed") in properties
-    assert ("cause", "oracle") in properties
+    assert ("cause", "wrong_answer") in properties
     assert ("ready_s", "41.250") in properties
-    assert ("phase.readiness", "39.750") in properties
+    assert ("phase.workers_healthy", "39.750") in properties
     assert all(isinstance(name, str) and isinstance(value, str) for name, value in properties)
     passed = dict(junit_properties(make_result("y", ready_s=None)))
     assert "cause" not in passed and "ready_s" not in passed
