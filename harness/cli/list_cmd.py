@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from harness.cli.common import DEFAULT_CASE, add_profiles_option, profiles_in, reports_user_errors
+from harness.judging.oracle_plan import case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.marks import mark_names
 from harness.resources.memory_plan import GIB, plan_memory
@@ -65,6 +66,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                         "hardware": hardware(profile, tier),
                         "launcher": profile.launcher,
                         "skip": skip_reason(profile, tier, sc),
+                        "oracles": [o.describe() for o in case_oracles(case, tier)],
                     }
                 )
     return rows
@@ -82,6 +84,10 @@ def render_text(rows: list[dict[str, Any]]) -> str:
         line = f"  {row['test_id']:<{width}}  {' '.join(row['marks'])}"
         if row["skip"]:
             line += f"\n  {'':<{width}}  skipped: {row['skip']}"
+        else:
+            for i, oracles in enumerate(row["oracles"]):
+                label = "oracles" if i == 0 else f"then {i + 1}"
+                line += f"\n  {'':<{width}}  {label}: {oracles}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -29,6 +29,7 @@ class CaseJudge:
     urls: MediaURLs
     baselines: BaselineStore
     signature: str
+    content_passed: int = 0  # oracles that read an answer's content and passed (keywords, same as)
 
     def judge(
         self, request: RequestSpec, body: dict[str, Any], resp: requests.Response
@@ -52,6 +53,7 @@ class CaseJudge:
             if request.gpu.all_of or request.gpu.any_of:
                 oracle = KeywordOracle(all_of=request.gpu.all_of, any_of=request.gpu.any_of)
                 passed.append(self._must(oracle.check(content_of(data))))
+                self.content_passed += 1
             return passed
         if request.cpu.prompt_tokens:
             expected = expected_prompt_tokens(self.model_dir, body["messages"], self.urls.fetch)
@@ -80,7 +82,9 @@ class CaseJudge:
             )
         baseline_body = {"choices": [{"message": {"content": baseline}}]}
         result = check_same_text(data, baseline_body)
-        return [self._must(result, prefix=f"same as {request.cpu.same_as}: ")]
+        checked = self._must(result, prefix=f"same as {request.cpu.same_as}: ")
+        self.content_passed += 1
+        return [checked]
 
     @staticmethod
     def _must(result: OracleResult, prefix: str = "") -> str:

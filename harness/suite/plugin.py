@@ -201,8 +201,9 @@ def serve_run(
             topo.plan.signature,
         )
 
-    def run(sc: ServeCase) -> list[str]:
-        return run_case(sc, harness_pool, harness_media, judge_for, record)
+    def run(sc: ServeCase) -> list[tuple[int, int]]:
+        run_case(sc, harness_pool, harness_media, judge_for, record)
+        return record.verdicts
 
     return run
 

@@ -81,6 +81,8 @@ class CaseRecord:
     failure: BaseException | None = None
     teardown_failure: BaseException | None = None
     teardown_s: float | None = None
+    # per request: (HTTP status, how many oracles reading the answer's content passed)
+    verdicts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def run_case(
@@ -105,12 +107,18 @@ def run_case(
             pool.discard(failure)
             raise
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
+        content_before = judge.content_passed
         record.checks += judge.judge(request, body, resp)
+        related: list[str] = []
         if resp.status_code == 200:
             content = content_of(resp.json())
             record.answers[-1]["content"] = content
             record.checks.append(judge_path(topo, request, before))
-            record.checks += judge_relations(topo, request, urls, sc.tier, content)
+            related = judge_relations(topo, request, urls, sc.tier, content)
+            record.checks += related
+        record.verdicts.append(
+            (resp.status_code, judge.content_passed - content_before + len(related))
+        )
     return record.checks
 
 

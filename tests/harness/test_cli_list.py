@@ -31,3 +31,28 @@ def test_cpu_listing_shows_skip_reasons(capsys: pytest.CaptureFixture[str]) -> N
 def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--profiles", "/nonexistent"]) == 2
     assert "--profiles: no such directory /nonexistent" in capsys.readouterr().err
+
+
+def test_every_200_answer_meets_an_oracle_that_reads_its_content() -> None:
+    from harness.core.paths import REPO_ROOT
+    from harness.judging.oracle_plan import case_oracles
+    from harness.profiles import load_profiles
+
+    unread = [
+        (p.test_id(c), tier, i)
+        for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+        for tier in ("cpu", "gpu")
+        if p.tier(tier) is not None  # type: ignore[arg-type]
+        for c in p.cases
+        for i, o in enumerate(case_oracles(c, tier))  # type: ignore[arg-type]
+        if o.status == 200 and not o.content
+    ]
+    assert unread == []
+
+
+def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--tier", "cpu", "--json"]) == 0
+    rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
+    assert bad[0] == "HTTP 400 naming the error"
+    assert bad[2].startswith("structure, prompt tokens, path, other media answers differently")
