@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,15 @@ from harness.runtime.launch_env import remove_scratch_of
 from harness.runtime.processes import sweep_stale
 from harness.runtime.roles import tail
 from harness.runtime.signal_handlers import term_raises_interrupt
+from harness.suite.baseline_selection import pull_in
 from harness.suite.case_order import order_key, recorded_durations
 from harness.suite.pool import TopologyPool
 from harness.suite.results import ResultsFile, result_record
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
 
 RECORD = pytest.StashKey[CaseRecord]()
+DESELECTED = pytest.StashKey[list[pytest.Item]]()
+PULLED_IN = pytest.StashKey[list[str]]()
 REQUEST_MARGIN_S = 30.0
 
 
@@ -131,8 +134,18 @@ def _serve_case(item: pytest.Item) -> ServeCase | None:
     return callspec.params.get("serve_case") if callspec else None
 
 
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Remember deselected serve cases: a selected case may need one as its baseline."""
+    for item in items:
+        if _serve_case(item) is not None:
+            item.config.stash.setdefault(DESELECTED, []).append(item)
+
+
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Serve cases after the harness's own tests, in harness.suite.case_order's order."""
+    """Serve cases after the harness's own tests, in harness.suite.case_order's order; the
+    baselines a selected case needs are pulled back in (harness.suite.baseline_selection)."""
+    pull_in_baselines(config, items)
     cases = [sc for item in items if (sc := _serve_case(item)) is not None]
     path = config.getoption("--durations-from")
     key = order_key(cases, recorded_durations(Path(path) if path else None))
@@ -142,6 +155,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (0,) if sc is None else (1, *key(sc))
 
     items.sort(key=item_key)
+
+
+def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselected = config.stash.get(DESELECTED, [])
+    by_case = {id(sc): item for item in deselected if (sc := _serve_case(item)) is not None}
+    selected = [sc for item in items if (sc := _serve_case(item)) is not None]
+    pulled = pull_in([*selected], [_serve_case(i) for i in deselected])  # type: ignore[misc]
+    if not pulled:
+        return
+    back = [by_case[id(sc)] for sc in pulled]
+    for item in back:
+        item.user_properties.append(("pulled_in", "baseline of a selected case"))
+    items.extend(back)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and "deselected" in reporter.stats:
+        reporter.stats["deselected"] = [i for i in reporter.stats["deselected"] if i not in back]
+    config.stash[PULLED_IN] = [item.nodeid for item in back]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    pulled = config.stash.get(PULLED_IN, [])
+    if pulled:
+        terminalreporter.write_line(
+            f"serve-harness pulled in {len(pulled)} baseline case(s) the selection left out: "
+            + ", ".join(node.split("[")[-1].rstrip("]") for node in pulled)
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,42 @@
+"""`-k epd` pulls the baselines its cases are judged against back in (and says so)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from harness.core.paths import REPO_ROOT
+from harness.profiles import load_profiles
+from harness.suite.baseline_selection import pull_in
+from harness.suite.serve_case import ServeCase
+
+CASES = [ServeCase(p, c, "cpu") for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+         for c in p.cases]  # fmt: skip
+
+
+def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> None:
+    selected = [sc for sc in CASES if "epd" in sc.test_id]
+    rest = [sc for sc in CASES if sc not in selected]
+    assert [sc.test_id for sc in pull_in(selected, rest)] == [
+        "mm_e_pd_qwen3-vl-2b", "mm_agg_qwen3-vl-2b_video"
+    ]  # fmt: skip
+    assert pull_in(CASES, []) == []  # a full selection already holds every baseline
+
+
+def test_a_baseline_from_the_same_launch_does_not_count() -> None:
+    """E/PD's frontend-decoding case is judged against the plain E/PD launch, never itself."""
+    fd = next(sc for sc in CASES if sc.test_id == "mm_e_pd_qwen3-vl-2b_b64_frontend_decoding")
+    rest = [sc for sc in CASES if sc is not fd]
+    assert [sc.test_id for sc in pull_in([fd], rest)] == ["mm_e_pd_qwen3-vl-2b"]
+
+
+def test_collection_reports_what_it_pulled_in() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/serve", "-m", "post_merge", "--collect-only",
+         "-q", "-p", "no:cacheprovider", "--tier", "cpu", "-k", "epd"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "test_serve[mm_e_pd_qwen3-vl-2b]" in run.stdout
+    assert ("serve-harness pulled in 2 baseline case(s) the selection left out: "
+            "mm_e_pd_qwen3-vl-2b, mm_agg_qwen3-vl-2b_video") in run.stdout  # fmt: skip
