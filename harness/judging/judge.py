@@ -10,6 +10,7 @@ import requests
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, fingerprint
+from harness.judging.hf_reference import CPU_ENGINE_DTYPE, reference_answer
 from harness.judging.oracles import (
     KeywordOracle,
     OracleResult,
@@ -17,6 +18,7 @@ from harness.judging.oracles import (
     check_prompt_tokens,
     check_same_text,
 )
+from harness.judging.path_oracle import IMAGE_KINDS
 from harness.judging.prompt_tokens import expected_prompt_tokens
 from harness.profiles import Profile, RequestSpec, Tier
 
@@ -61,8 +63,29 @@ class CaseJudge:
                 raise fail(Cause.WRONG_ANSWER, "cannot compute expected prompt tokens here")
             expected += request.cpu.prompt_tokens_offset
             passed.append(self._must(check_prompt_tokens(data, expected)))
+        passed += self._reference(request, body, data)
         passed += self._cross_topology(request, data)
         return passed
+
+    def _reference(self, request: RequestSpec, body: dict[str, Any], data: dict) -> list[str]:
+        """The answer equals HF transformers' own greedy answer on the same checkpoint (the
+        path the request's image travels: hf_reference.py). A request with a known defect must
+        still show it: the reference must then differ."""
+        through_encoder = any(r.discovery_component == "encode" for r in self.profile.worker_roles)
+        has_image = any(kind in IMAGE_KINDS for kind in request.media)
+        llava_encoder = through_encoder and has_image and self.profile.model.cpu == "llava"
+        offset = request.cpu.prompt_tokens_offset if llava_encoder else None
+        reference = reference_answer(
+            self.model_dir, body, self.urls.fetch, CPU_ENGINE_DTYPE, offset
+        )
+        if reference is None:
+            return []
+        result = check_same_text(data, {"choices": [{"message": {"content": reference}}]})
+        line = known_defect_holds(request, "hf_reference", result, "matches the HF reference: ")
+        if line is not None:
+            return [line]
+        self.content_passed += 1
+        return [self._must(result, "matches the HF reference: ")]
 
     def _record_baseline(self, request: RequestSpec, data: dict[str, Any]) -> None:
         own = (self.profile.stack, self.profile.model.short_name, self.profile.topology)
@@ -91,6 +114,23 @@ class CaseJudge:
         if not result.passed:
             raise fail(Cause.WRONG_ANSWER, prefix + result.detail)
         return prefix + result.detail
+
+
+def known_defect_holds(
+    request: RequestSpec, oracle: str, result: OracleResult, prefix: str
+) -> str | None:
+    """Where the request declares a known defect for `oracle`: the line saying it still shows,
+    or a failure once it no longer does. None where no defect is declared for it."""
+    defect = request.cpu.known_defect
+    if defect is None or oracle not in defect.oracles:
+        return None
+    if result.passed:
+        raise fail(
+            Cause.WRONG_ANSWER,
+            f"{prefix}{result.detail}, but the profile declares a known defect here "
+            f"({defect.why[:120]}): it no longer shows; remove it from known_defect",
+        )
+    return f"{prefix}known defect holds ({defect.why[:60]}…): {result.detail[:100]}"
 
 
 def content_of(data: dict[str, Any]) -> str:

@@ -41,7 +41,16 @@ def request_oracles(request: RequestSpec, tier: Tier) -> RequestOracles:
         return RequestOracles(cpu.status, (), ())
     form = ["structure", *(["prompt tokens"] if cpu.prompt_tokens else []), "path"]
     content = [f"same as {cpu.same_as}"] if cpu.same_as else []
-    return RequestOracles(200, tuple(form), (*content, *relation_names(request, tier)))
+    relations = relation_names(request, tier)
+    defect = cpu.known_defect.oracles if cpu.known_defect else []
+    if "hf_reference" in defect:  # an oracle that must show the defect does not vouch for it
+        form.append("known defect: differs from the HF reference")
+    else:
+        content.append("matches the HF reference")
+    if "other_media" in defect:
+        form += [f"known defect: {r}" for r in relations if r.startswith("other media")]
+        relations = [r for r in relations if not r.startswith("other media")]
+    return RequestOracles(200, tuple(form), (*content, *relations))
 
 
 def case_oracles(case: CaseSpec, tier: Tier) -> list[RequestOracles]:

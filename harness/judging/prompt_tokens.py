@@ -127,17 +127,12 @@ def split_messages(
     return converted, images, videos
 
 
-def expected_prompt_tokens(
-    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None
-) -> int | None:
-    """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
-
-    `media(url)` returns the bytes behind an http(s) URL; data: and file:// URLs are read here.
-    None: the request has video and the model's video sampling is not mirrored (module doc).
-    Example: expected_prompt_tokens(qwen_dir, [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
-        {"type": "text", "text": "Describe it."}]}]) -> 42
-    """
+def processor_inputs(
+    model_dir: Path | str, messages: list[dict], media: MediaFetcher | None = None
+) -> Any | None:
+    """The model's own HF processor outputs for OpenAI chat `messages` (chat template, then the
+    processor on text, images and videos decoded as vLLM decodes them), as torch tensors.
+    None: the request has video and the model's video sampling is not mirrored (module doc)."""
     from PIL import Image
 
     processor = load_processor(str(Path(model_dir)))
@@ -158,8 +153,22 @@ def expected_prompt_tokens(
         kwargs["videos"] = [frames for frames, _ in decoded]
         kwargs["video_metadata"] = [metadata for _, metadata in decoded]
         kwargs["do_sample_frames"] = False
-    encoded = processor(text=[prompt], add_special_tokens=False, **kwargs)
-    return len(encoded["input_ids"][0])
+    return processor(text=[prompt], add_special_tokens=False, return_tensors="pt", **kwargs)
+
+
+def expected_prompt_tokens(
+    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None
+) -> int | None:
+    """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
+
+    `media(url)` returns the bytes behind an http(s) URL; data: and file:// URLs are read here.
+    None: the request has video and the model's video sampling is not mirrored (module doc).
+    Example: expected_prompt_tokens(qwen_dir, [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
+        {"type": "text", "text": "Describe it."}]}]) -> 42
+    """
+    inputs = processor_inputs(model_dir, messages, media)
+    return None if inputs is None else int(inputs["input_ids"].shape[1])
 
 
 def text_only_prompt_tokens(model_dir: Path, messages: list[dict]) -> int:

@@ -23,6 +23,8 @@ def load_profile(path: Path, root: Path) -> Profile:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+    # `x-…` keys hold YAML anchors the profile reuses (docker-compose's extension fields).
+    raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
     try:
         profile = Profile.model_validate({**raw, "source": str(path)})
     except ValidationError as exc:

