@@ -55,4 +55,7 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
     assert bad[0] == "HTTP 400 naming the error"
-    assert bad[2].startswith("structure, prompt tokens, path, other media answers differently")
+    assert bad[2] == (
+        "structure, prompt tokens, path, matches the HF reference, other media answers "
+        "differently, other transport answers the same"
+    )

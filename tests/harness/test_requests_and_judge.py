@@ -63,7 +63,10 @@ def test_warmups_cover_each_media_kind_once() -> None:
 
 
 def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:
-    return CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature)  # type: ignore[arg-type]
+    """A judge of canned answers: no checkpoint behind them, so no HF reference to compare."""
+    judge = CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature)  # type: ignore[arg-type]
+    judge.hf_reference = False
+    return judge
 
 
 def test_gpu_judge_keywords_pass_and_fail() -> None:
