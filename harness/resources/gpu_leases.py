@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.resources.gpu_inventory import GIB, GpuDevice, GpuInventory
-from harness.resources.lease_file import HeldLease, LeaseFile, OwnedLease, owner_create_time
+from harness.resources.lease_file import (
+    HeldLease,
+    LeaseFile,
+    OwnedLease,
+    owned_by,
+    owner_create_time,
+)
 
 REGISTRY_ENV = "HARNESS_GPU_REGISTRY"
 DEFAULT_REGISTRY = Path("/tmp/serve-harness/gpus.json")
@@ -186,16 +192,9 @@ class GpuLeaseBroker:
                 return None
             lease_id = uuid.uuid4().hex
             now = time.time()
+            owned = owned_by(lease_id, owner, created, tag)
             records.extend(
-                GpuLeaseRecord(
-                    lease_id=lease_id,
-                    owner_pid=owner,
-                    owner_create_time=created,
-                    tag=tag,
-                    gpu_index=index,
-                    bytes=need,
-                    leased_at=now,
-                )
+                GpuLeaseRecord(**owned, gpu_index=index, bytes=need, leased_at=now)  # type: ignore[arg-type]
                 for index, need in zip(indices, needs, strict=True)
             )
         used = {d.index: d.total_bytes - d.free_bytes for d in devices}

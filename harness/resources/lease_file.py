@@ -45,6 +45,11 @@ class OwnedLease(BaseModel):
 LeaseT = TypeVar("LeaseT", bound=OwnedLease)
 
 
+def owned_by(lease_id: str, owner: int, created: float, tag: str) -> dict[str, object]:
+    """The `OwnedLease` fields of every record of one lease (spread into a record type)."""
+    return {"lease_id": lease_id, "owner_pid": owner, "owner_create_time": created, "tag": tag}
+
+
 def owner_create_time(pid: int) -> float:
     """Create time of the process that will own a lease; the error says which pid is missing."""
     try:

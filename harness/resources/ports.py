@@ -15,7 +15,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.resources.lease_file import HeldLease, LeaseFile, OwnedLease, owner_create_time
+from harness.resources.lease_file import (
+    HeldLease,
+    LeaseFile,
+    OwnedLease,
+    owned_by,
+    owner_create_time,
+)
 
 REGISTRY_ENV = "HARNESS_PORT_REGISTRY"
 DEFAULT_REGISTRY = Path("/tmp/serve-harness/ports.json")
@@ -89,16 +95,9 @@ class PortRegistry:
                     "low/high, or point HARNESS_PORT_REGISTRY at another file."
                 )
             now = time.time()
+            owned = owned_by(lease_id, owner, created, tag)
             records.extend(
-                PortLeaseRecord(
-                    lease_id=lease_id,
-                    owner_pid=owner,
-                    owner_create_time=created,
-                    tag=tag,
-                    port=port,
-                    name=name,
-                    leased_at=now,
-                )
+                PortLeaseRecord(**owned, port=port, name=name, leased_at=now)  # type: ignore[arg-type]
                 for name, port in zip(names, ports, strict=True)
             )
         return PortLease(dict(zip(names, ports, strict=True)), lease_id, self)
