@@ -72,7 +72,10 @@ def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: Me
 
 
 def request_body(request: RequestSpec, urls: MediaURLs) -> dict:
-    return chat_body(request.prompt, request.media, request.max_tokens, urls)
+    body = chat_body(request.prompt, request.media, request.max_tokens, urls)
+    if request.string_content:
+        body["messages"][0]["content"] = request.prompt
+    return body
 
 
 def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs) -> list[dict]:

@@ -112,6 +112,10 @@ class RequestSpec(Strict):
     prompt: str
     media: list[MediaKind] = []
     max_tokens: int = 100
+    # Sent this many times in a row, each judged (a cache's second hit, a router's repeat).
+    repeat: int = Field(default=1, ge=1)
+    # The message content as a bare string, not a list of parts (templating of string content).
+    string_content: bool = False
     gpu: GpuExpect = GpuExpect()
     cpu: CpuExpect = CpuExpect()
     # Requests a role must take for this request where it differs from the topology's rule
@@ -123,11 +127,16 @@ class RequestSpec(Strict):
     def _path_has_reason(self) -> RequestSpec:
         if self.path and not self.path_reason:
             raise ValueError("path overrides need path_reason (why this request takes that path)")
+        if self.string_content and self.media:
+            raise ValueError("string_content carries the prompt alone: no media")
         return self
 
 
 class CaseSpec(RequestSpec):
     suffix: str = ""
+    # The test id where upstream Dynamo names the case outside `mm_{topology}_{model}[_{suffix}]`
+    # (its SGLang cases: `multimodal_e_pd_qwen`, …).
+    id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     launcher_args: list[str] = []
     marks: list[str] = []
     follow_ups: list[RequestSpec] = []
@@ -221,6 +230,8 @@ class Profile(Strict):
         return self
 
     def test_id(self, case: CaseSpec) -> str:
+        if case.id:
+            return case.id
         base = f"{self.id_prefix}_{self.topology}_{self.model.short_name}"
         return f"{base}_{case.suffix}" if case.suffix else base
 

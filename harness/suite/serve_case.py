@@ -40,7 +40,8 @@ class ServeCase:
 
     @property
     def requests(self) -> list[RequestSpec]:
-        return [self.case, *self.case.follow_ups]
+        """Every request the case sends, in order, repeats included."""
+        return [r for r in (self.case, *self.case.follow_ups) for _ in range(r.repeat)]
 
     def skip_reason(self, inventory: GpuInventory | None) -> str | None:
         """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers

@@ -197,14 +197,19 @@ start_event_broker() {
   start_role event_broker "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/zmq_broker.py" "$xsub" "$xpub"
 }
 
-# Parse the shared launcher flags into LAYOUT and FRONTEND_DECODING; anything else is an error.
+# Parse the shared launcher flags into LAYOUT, FRONTEND_DECODING and MM_EMBEDDING_CACHE (the
+# encode worker's embedding cache, as upstream's SGLang cases pass it); anything else is an error.
 parse_layout_args() {
-  LAYOUT=default FRONTEND_DECODING=()
+  LAYOUT=default FRONTEND_DECODING=() MM_EMBEDDING_CACHE=()
   while (($#)); do
     case $1 in
       --single-gpu) LAYOUT=single-gpu ;;
       --frontend-decoding) FRONTEND_DECODING=(--frontend-decoding) ;;
-      *) die "unknown argument '$1' (expected --single-gpu, --frontend-decoding)" ;;
+      --multimodal-embedding-cache-capacity-gb)
+        MM_EMBEDDING_CACHE=(--multimodal-embedding-cache-capacity-gb "${2:?a size in GB}")
+        shift ;;
+      *) die "unknown argument '$1' (expected --single-gpu, --frontend-decoding," \
+        "--multimodal-embedding-cache-capacity-gb GB)" ;;
     esac
     shift
   done

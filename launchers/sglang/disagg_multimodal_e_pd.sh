@@ -2,6 +2,7 @@
 # E/PD on SGLang: frontend + encode worker (the frontend-facing one: it registers the model and
 # forwards embeddings) + one internal prefill-decode worker. GPU only (CUDA-only wheels).
 # Usage: disagg_multimodal_e_pd.sh [--single-gpu] [--frontend-decoding]
+#        [--multimodal-embedding-cache-capacity-gb GB]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
@@ -19,7 +20,7 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) 
   start_role encode "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
   --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal --disaggregation-mode encode \
   --chat-template "$CHAT_TEMPLATE" --skip-tokenizer-init \
-  --embedding-transfer-mode "$EMBEDDING_MODE" "${FRONTEND_DECODING[@]}"
+  --embedding-transfer-mode "$EMBEDDING_MODE" "${FRONTEND_DECODING[@]}" "${MM_EMBEDDING_CACHE[@]}"
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) \
   start_role pd "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \

@@ -18,7 +18,7 @@ def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> N
     selected = [sc for sc in CASES if "epd" in sc.test_id]
     rest = [sc for sc in CASES if sc not in selected]
     assert [sc.test_id for sc in pull_in(selected, rest)] == [
-        "mm_e_pd_qwen3-vl-2b", "mm_agg_qwen3-vl-2b_video"
+        "mm_e_pd_qwen3-vl-2b", "mm_agg_video_qwen3-vl-2b"
     ]  # fmt: skip
     assert pull_in(CASES, []) == []  # a full selection already holds every baseline
 
@@ -39,4 +39,4 @@ def test_collection_reports_what_it_pulled_in() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_serve[mm_e_pd_qwen3-vl-2b]" in run.stdout
     assert ("serve-harness pulled in 2 baseline case(s) the selection left out: "
-            "mm_e_pd_qwen3-vl-2b, mm_agg_qwen3-vl-2b_video") in run.stdout  # fmt: skip
+            "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b") in run.stdout  # fmt: skip
