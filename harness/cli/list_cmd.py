@@ -10,6 +10,7 @@ from harness.cli.common import DEFAULT_CASE, add_profiles_option, profiles_in, r
 from harness.judging.oracle_plan import case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.marks import mark_names
+from harness.profiles.upstream import parity, render_markdown
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.suite.serve_case import ServeCase
 
@@ -20,6 +21,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("list", help="list profiles, tiers and serve test ids")
     parser.add_argument("--tier", choices=TIERS, help="only this tier (default: both)")
     parser.add_argument("--json", action="store_true", help="one JSON object per case per line")
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="upstream Dynamo's multimodal test ids against ours, as markdown "
+        "(docs/upstream-parity.md); exit 1 on a mismatch",
+    )
     add_profiles_option(parser)
     return parser
 
@@ -94,6 +101,10 @@ def render_text(rows: list[dict[str, Any]]) -> str:
 
 @reports_user_errors
 def run(args: argparse.Namespace) -> int:
+    if args.upstream:
+        rows = parity(profiles_in(args.profiles))
+        print(render_markdown(rows), end="")
+        return 1 if any(row.problem for row in rows) else 0
     tiers = (args.tier,) if args.tier else TIERS
     rows = case_rows(profiles_in(args.profiles), tiers)
     if args.json:

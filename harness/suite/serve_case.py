@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge, content_of, known_defect_holds
 from harness.judging.media_relations import judge_relation, relations
-from harness.judging.path_oracle import check_path, expected_path
+from harness.judging.path_oracle import ROUTED_TOPOLOGIES, check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_leases import GpuUnavailable, shortfall
@@ -99,6 +100,7 @@ def run_case(
         raise
     record.topology, record.reused = topo, not pool.launched_here
     judge: CaseJudge = judge_for(sc, topo)
+    case_start = topo.request_counts()
     for request in sc.requests:
         body = request_body(request, urls)
         before = topo.request_counts()
@@ -114,12 +116,45 @@ def run_case(
         if resp.status_code == 200:
             content = content_of(resp.json())
             record.answers[-1]["content"] = content
-            record.checks.append(judge_path(topo, request, before))
+            record.checks.append(judge_path(topo, request, before, sc.profile.topology))
             related, read = judge_relations(topo, request, urls, sc.tier, content)
             record.checks += related
             content_before -= read
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
+    if sc.profile.topology in ROUTED_TOPOLOGIES:
+        record.checks.append(judge_spread(topo, case_start))
     return record.checks
+
+
+SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica
+
+
+def judge_spread(topo: Topology, case_start: dict[str, float | None]) -> str:
+    """Behind a router, the case's requests reached every replica: 'two workers' is not one.
+    Requests sent one after another may all land on one replica (a KV router breaks ties the same
+    way when nothing is cached or in flight), so a few distinct ones are sent at once first."""
+    bodies = [
+        {"messages": [{"role": "user", "content": f"Count to {n} in words."}], "max_tokens": 32}
+        for n in range(3, 3 + SPREAD_REQUESTS)
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SPREAD_REQUESTS) as pool:
+        answers = list(pool.map(lambda body: topo.post_chat(body, check_roles=False), bodies))
+    failed = [a.status_code for a in answers if a.status_code != 200]
+    if failed:
+        raise TopologyFailure(Cause.HTTP_ERROR, f"concurrent requests answered {failed}",
+                              Evidence(phase="request"))  # fmt: skip
+    now = topo.request_counts()
+    served = {r: (now.get(r) or 0) - (case_start.get(r) or 0) for r in now}
+    idle = [role for role, count in served.items() if count < 1]
+    detail = ", ".join(f"{role} +{count:g}" for role, count in served.items())
+    if idle:
+        raise TopologyFailure(
+            Cause.WRONG_PATH,
+            f"the router sent every request of the case to one worker: {detail}; {idle} "
+            "served none (dynamo_component_requests_total)",
+            Evidence(phase="request"),
+        )
+    return f"spread over the replicas: {detail}"
 
 
 def judge_relations(
@@ -149,9 +184,11 @@ def judge_relations(
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
 
 
-def judge_path(topo: Topology, request: RequestSpec, before: dict[str, float | None]) -> str:
+def judge_path(
+    topo: Topology, request: RequestSpec, before: dict[str, float | None], topology: str
+) -> str:
     """The roles that served the request are the ones its topology and media say must."""
-    expected = expected_path(topo.plan.workers, request.media, request.path)
+    expected = expected_path(topo.plan.workers, request.media, request.path, topology)
     deadline = time.monotonic() + PATH_SETTLE_S
     while True:
         result = check_path(expected, before, topo.request_counts())

@@ -9,6 +9,7 @@
 
 HARNESS_DEVICE=${HARNESS_DEVICE:-gpu}  # cpu | gpu (CUDA) | xpu (Intel, Level Zero)
 HARNESS_LOG_DIR=${HARNESS_LOG_DIR:-}
+FRONTEND_ARGS=()
 _roles=()
 _pids=()
 
@@ -270,10 +271,18 @@ start_frontend() {
     lib=$(nixl_lib_path)
     export LD_LIBRARY_PATH=${lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
-  start_role frontend "$PYTHON" -m dynamo.frontend --http-host 127.0.0.1 --http-port "$http"
+  start_role frontend "$PYTHON" -m dynamo.frontend --http-host 127.0.0.1 --http-port "$http" \
+    "${FRONTEND_ARGS[@]}"
 }
 
-# The common start of every topology: layout flags, model defaults, event broker, frontend.
+# The KV block size workers and a KV-aware router agree on: vLLM's default on CUDA (16); the CPU
+# attention backend takes multiples of 32 only, and vLLM-CPU's default is 128.
+kv_block_size() {
+  if [[ $HARNESS_DEVICE == cpu ]]; then echo 128; else echo 16; fi
+}
+
+# The common start of every topology: layout flags, model defaults, event broker, frontend (with
+# FRONTEND_ARGS, if the launcher set them first).
 begin_topology() {
   parse_layout_args "$@"
   MODEL=${MODEL:-Qwen/Qwen3-VL-2B-Instruct}

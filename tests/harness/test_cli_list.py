@@ -59,3 +59,29 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
         "structure, prompt tokens, path, matches the HF reference, other media answers "
         "differently, other transport answers the same"
     )
+
+
+def test_upstream_parity_holds_and_its_page_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every upstream id is here with its cadence and GPU count, or says why it is not; the
+    generated page in docs/ is what the command prints now."""
+    from harness.core.paths import REPO_ROOT
+
+    assert main(["list", "--upstream"]) == 0
+    page = capsys.readouterr().out
+    assert "MISMATCH" not in page and "no case here and no reason why" not in page
+    assert "| `mm_p_d_qwen3-vl-2b` | post_merge | 1 | p_d_qwen3-vl-2b / (no suffix) |" in page
+    assert (REPO_ROOT / "docs" / "upstream-parity.md").read_text() == page, (
+        "regenerate: python -m harness list --upstream > docs/upstream-parity.md"
+    )
+
+
+def test_a_cadence_mismatch_is_named(tmp_path: object) -> None:
+    from harness.core.paths import REPO_ROOT
+    from harness.profiles import load_profiles
+    from harness.profiles.upstream import UpstreamTest, parity
+
+    profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    rows = parity(profiles, [UpstreamTest("mm_p_d_qwen3-vl-2b", "pre_merge", 2),
+                             UpstreamTest("mm_gone_qwen3-vl-2b", "post_merge", 1)])  # fmt: skip
+    assert rows[0].problem == "cadence ['post_merge'], upstream pre_merge; 1 GPU(s), upstream 2"
+    assert rows[1].problem == "upstream runs it; no case here and no reason why"

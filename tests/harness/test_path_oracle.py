@@ -86,6 +86,6 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
             resp = topo.post_chat(request_body(case, urls))
             assert resp.status_code == 200  # the answer alone looks fine
             with pytest.raises(TopologyFailure) as failure:
-                judge_path(topo, case, before)
+                judge_path(topo, case, before, profile.topology)
     assert failure.value.cause == Cause.WRONG_PATH
     assert failure.value.message.startswith("role 'encode' did not serve it")
