@@ -21,7 +21,7 @@ from harness.profiles import load_profile
 from harness.runtime.generate_counter import generate_requests
 from harness.runtime.launch import launch
 from harness.runtime.plan import RolePlan
-from harness.suite.serve_case import judge_path
+from harness.suite.serve_case import judge_path, judge_spread
 
 EPD = (RolePlan("encode", "worker", 1, "encode"), RolePlan("prefill", "worker", 2, "prefill"),
        RolePlan("decode", "worker", 3, "backend"))  # fmt: skip
@@ -89,3 +89,30 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
                 judge_path(topo, case, before, profile.topology)
     assert failure.value.cause == Cause.WRONG_PATH
     assert failure.value.message.startswith("role 'encode' did not serve it")
+
+
+class RouterThatNeverSpreadsDouble:
+    """TEST DOUBLE for a topology whose router sends every request to worker1: no real component
+    here can be made to do that on demand (Dynamo 1.6.1's frontend routes across namespaces, so
+    isolating a worker that way does not hold, measured)."""
+
+    def __init__(self) -> None:
+        self.counts = {"worker1": 0.0, "worker2": 0.0}
+
+    def request_counts(self) -> dict[str, float]:
+        return dict(self.counts)
+
+    def post_chat(self, body: dict, check_roles: bool = True) -> object:
+        self.counts["worker1"] += 1
+        return type("Answer", (), {"status_code": 200})()
+
+
+def test_a_router_that_never_spreads_fails_wrong_path() -> None:
+    topo = RouterThatNeverSpreadsDouble()
+    start = topo.request_counts()
+    with pytest.raises(TopologyFailure) as failure:
+        judge_spread(topo, start)  # type: ignore[arg-type]
+    assert failure.value.cause == Cause.WRONG_PATH
+    assert failure.value.message.startswith(
+        "the router sent every request of the case to one worker: worker1 +4, worker2 +0"
+    )
