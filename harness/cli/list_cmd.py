@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
-from harness.cli.common import DEFAULT_CASE, add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.common import (
+    DEFAULT_CASE,
+    CliError,
+    add_profiles_option,
+    profiles_in,
+    reports_user_errors,
+)
+from harness.core.paths import REPO_ROOT
 from harness.judging.oracle_plan import case_oracles
 from harness.profiles import Profile, Tier
-from harness.profiles.marks import mark_names
+from harness.profiles.marks import cadence_marks, mark_names
 from harness.profiles.upstream import parity, render_markdown
 from harness.resources.memory_plan import GIB, plan_memory
+from harness.suite.case_order import recorded_durations
 from harness.suite.serve_case import ServeCase
+from harness.suite.shards import Shard, plan_shards
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
@@ -26,6 +36,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="upstream Dynamo's multimodal test ids against ours, as markdown "
         "(docs/upstream-parity.md); exit 1 on a mismatch",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="what `pytest --shard K/N` runs of the --cadence cases (tier: --tier, default gpu), "
+        "and its predicted time",
+    )
+    parser.add_argument("--cadence", default="post_merge", help="with --shard (%(default)s)")
+    parser.add_argument(
+        "--durations-from",
+        type=Path,
+        default=REPO_ROOT / "runs" / "results.jsonl",
+        help="with --shard: a results.jsonl whose durations balance the shards (%(default)s)",
     )
     add_profiles_option(parser)
     return parser
@@ -99,8 +122,31 @@ def render_text(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_shard(args: argparse.Namespace) -> str:
+    try:
+        shard = Shard.parse(args.shard)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    tier: Tier = args.tier or "gpu"
+    cases = [
+        sc
+        for p in profiles_in(args.profiles)
+        for c in p.cases
+        if args.cadence in cadence_marks(p, tier, c)
+        and not (sc := ServeCase(p, c, tier)).skip_reason(None)
+    ]
+    plan = plan_shards(cases, shard.count, recorded_durations(args.durations_from))
+    mine = plan.of(shard)
+    lines = [f"shard {shard} ({tier}, {args.cadence}): {len(mine)} case(s), predicted "
+             f"{plan.seconds[shard.index - 1]:.0f} s; all shards {plan.seconds}"]  # fmt: skip
+    return "\n".join([*lines, *(f"  {sc.test_id}" for sc in mine)])
+
+
 @reports_user_errors
 def run(args: argparse.Namespace) -> int:
+    if args.shard:
+        print(render_shard(args))
+        return 0
     if args.upstream:
         rows = parity(profiles_in(args.profiles))
         print(render_markdown(rows), end="")

@@ -10,21 +10,31 @@ from typing import Any
 
 from harness.cli.common import CliError, reports_user_errors
 from harness.report import (
+    MergeError,
     ResultsFileError,
     compare_table,
     html_report,
+    junit_xml,
     load_results,
+    merge_results,
     validation_table,
 )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="results.jsonl -> validation / A-B tables")
-    parser.add_argument("results", type=Path, help="results.jsonl of the run to report (B side)")
+    parser.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help="results.jsonl of the run to report (B side); several: the shards of one run, "
+        "merged (each case once; with their manifests, every case reported)",
+    )
     parser.add_argument("--compare", type=Path, help="results.jsonl of the baseline run (A side)")
     parser.add_argument("--format", choices=["md", "html"], default="md")
     parser.add_argument("--title", default="Serve validation", help="HTML page title")
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    parser.add_argument("--junit", type=Path, help="also write the (merged) run as JUnit XML")
     return parser
 
 
@@ -49,7 +59,13 @@ def render(results: list[dict[str, Any]], baseline: list[dict[str, Any]] | None,
 
 @reports_user_errors
 def run(args: argparse.Namespace) -> int:
-    results = read(args.results)
+    try:
+        results = merge_results([(path, read(path)) for path in args.results])
+    except MergeError as exc:
+        raise CliError(f"the shards do not add up: {exc}") from None
+    if args.junit:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(junit_xml(results), encoding="utf-8")
     baseline = read(args.compare) if args.compare else None
     text = render(results, baseline, args.format, args.title)
     if args.output:

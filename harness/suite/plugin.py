@@ -32,10 +32,12 @@ from harness.suite.case_order import order_key, recorded_durations
 from harness.suite.pool import TopologyPool
 from harness.suite.results import ResultsFile, result_record
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+from harness.suite.shards import Shard, ShardPlan, plan_shards, write_manifest
 
 RECORD = pytest.StashKey[CaseRecord]()
 DESELECTED = pytest.StashKey[list[pytest.Item]]()
 PULLED_IN = pytest.StashKey[list[str]]()
+SHARD_PLAN = pytest.StashKey[tuple[Shard, ShardPlan]]()
 REQUEST_MARGIN_S = 30.0
 
 
@@ -45,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
     group.addoption("--results", default=None, help="append one JSON line per serve case here")
     group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
+    group.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run shard K of N (cases that share a launch or a baseline stay together; balanced "
+        "by --durations-from); also HARNESS_SHARD=K/N",
+    )
     group.addoption(
         "--durations-from",
         default=str(REPO_ROOT / "runs" / "results.jsonl"),
@@ -146,6 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Serve cases after the harness's own tests, in harness.suite.case_order's order; the
     baselines a selected case needs are pulled back in (harness.suite.baseline_selection)."""
     pull_in_baselines(config, items)
+    keep_shard(config, items)
     cases = [sc for item in items if (sc := _serve_case(item)) is not None]
     path = config.getoption("--durations-from")
     key = order_key(cases, recorded_durations(Path(path) if path else None))
@@ -155,6 +165,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (0,) if sc is None else (1, *key(sc))
 
     items.sort(key=item_key)
+
+
+def selected_shard(config: pytest.Config) -> Shard | None:
+    spec = config.getoption("--shard")
+    try:
+        return Shard.parse(spec) if spec else Shard.from_env()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep this shard's serve cases; the others are deselected (and named in a manifest next
+    to --results, so `harness report` can tell a case no shard ran)."""
+    shard = selected_shard(config)
+    if shard is None:
+        return
+    serve = [(item, sc) for item in items if (sc := _serve_case(item)) is not None]
+    path = config.getoption("--durations-from")
+    plan = plan_shards([sc for _, sc in serve], shard.count, recorded_durations(
+        Path(path) if path else None))  # fmt: skip
+    mine = {id(sc) for sc in plan.of(shard)}
+    dropped = [item for item, sc in serve if id(sc) not in mine]
+    items[:] = [item for item in items if item not in dropped]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    config.stash[SHARD_PLAN] = (shard, plan)
+    results = config.getoption("--results")
+    if results and not hasattr(config, "workerinput"):
+        write_manifest(Path(results), shard, plan)
 
 
 def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -175,6 +214,12 @@ def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if SHARD_PLAN in config.stash:
+        shard, plan = config.stash[SHARD_PLAN]
+        terminalreporter.write_line(
+            f"serve-harness shard {shard}: {len(plan.of(shard))} case(s), predicted "
+            f"{plan.seconds[shard.index - 1]:.0f} s (all shards: {plan.seconds})"
+        )
     pulled = config.stash.get(PULLED_IN, [])
     if pulled:
         terminalreporter.write_line(
