@@ -11,6 +11,7 @@ class Cause(StrEnum):
     LAUNCHER_EXITED = "launcher_exited"
     ROLE_EXITED = "role_exited"
     ROLE_NOT_STARTED = "role_not_started"
+    ROLE_UNREACHABLE = "role_unreachable"  # target mode: a deployed role's URL does not answer
     PORT_IN_USE = "port_in_use"
     NO_HEALTH_SOURCE = "no_health_source"
     NEVER_REGISTERED = "never_registered"

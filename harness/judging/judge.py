@@ -33,6 +33,7 @@ class CaseJudge:
     signature: str
     content_passed: int = 0  # oracles that read an answer's content and passed (keywords, same as)
     hf_reference: bool = True  # CPU: compare with HF transformers' own answer (hf_reference.py)
+    cross_topology: bool = True  # CPU: equal to a baseline topology's answer (same_as)
 
     def judge(
         self, request: RequestSpec, body: dict[str, Any], resp: requests.Response
@@ -95,7 +96,7 @@ class CaseJudge:
 
     def _cross_topology(self, request: RequestSpec, data: dict[str, Any]) -> list[str]:
         stack, model = self.profile.stack, self.profile.model.short_name
-        if not request.cpu.same_as:
+        if not request.cpu.same_as or not self.cross_topology:
             return []
         key = (stack, model, request.cpu.same_as, fingerprint(request))
         baseline = self.baselines.get(key, other_than=self.signature)

@@ -23,13 +23,20 @@ class RolePlan:
     kind: str
     port: int | None
     discovery_component: str | None = None
+    # Where something else deployed it (target mode); launched roles: 127.0.0.1:<port>.
+    health: str | None = None
+    metrics: str | None = None
 
     @property
     def health_url(self) -> str | None:
+        if self.health:
+            return self.health
         return f"http://127.0.0.1:{self.port}/health" if self.port else None
 
     @property
     def metrics_url(self) -> str | None:
+        if self.health:
+            return self.metrics
         return f"http://127.0.0.1:{self.port}/metrics" if self.port else None
 
 
@@ -49,6 +56,7 @@ class LaunchPlan:
     topology_id: str
     signature: str
     env: Mapping[str, str] = field(repr=False)
+    frontend: str | None = None  # target mode: the deployed frontend's URL
 
     @property
     def argv(self) -> list[str]:
@@ -60,7 +68,15 @@ class LaunchPlan:
 
     @property
     def frontend_url(self) -> str:
+        if self.frontend:
+            return self.frontend.rstrip("/")
         return f"http://127.0.0.1:{self.ports[FRONTEND_PORT]}"
+
+    @property
+    def discovery_dir(self) -> Path | None:
+        """Dynamo's file discovery of a launched topology; None for a deployed target (whose
+        discovery the harness cannot read)."""
+        return None if self.frontend else self.scratch_dir / "discovery"
 
     @property
     def workers(self) -> tuple[RolePlan, ...]:

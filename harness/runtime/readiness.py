@@ -92,11 +92,11 @@ def registration_problems(topo: Observed) -> tuple[list[str], dict[str, str]]:
 def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
     """The model is not served: name the roles whose component never reached discovery, and the
     roles that registered under another model name than the plan serves."""
-    kv_dir = topo.plan.scratch_dir / "discovery"
-    registered = registered_components(kv_dir)
+    kv_dir = topo.plan.discovery_dir
+    registered = registered_components(kv_dir) if kv_dir else set()
     missing, misnamed = registration_problems(topo)
     served = topo.plan.served_model_name
-    cards = model_cards(kv_dir)
+    cards = model_cards(kv_dir) if kv_dir else []
     problems = [f"roles missing from discovery {missing}"] if missing else []
     problems += [f"role '{role}' registered model {name!r}, the plan serves {served!r}"
                  for role, name in misnamed.items()]  # fmt: skip

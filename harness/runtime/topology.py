@@ -252,7 +252,7 @@ class Topology:
         timeout = self.plan.budget.request_s
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             future = pool.submit(
-                requests.post, self.url_for("/v1/chat/completions"), json=body, timeout=timeout
+                self._http.post, self.url_for("/v1/chat/completions"), json=body, timeout=timeout
             )
             deadline = time.monotonic() + timeout + 1
             while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,10 +24,20 @@ from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.resources.tier import detect_tier
+from harness.runtime.launch import launch, new_run_dir
 from harness.runtime.launch_env import remove_scratch_of
+from harness.runtime.plan import launcher_args
 from harness.runtime.processes import sweep_stale
 from harness.runtime.roles import tail
 from harness.runtime.signal_handlers import term_raises_interrupt
+from harness.runtime.target import (
+    TargetError,
+    TargetSpec,
+    TargetTopology,
+    check_target,
+    load_target,
+    target_plan,
+)
 from harness.suite.baseline_selection import pull_in
 from harness.suite.case_order import order_key, recorded_durations
 from harness.suite.pool import TopologyPool
@@ -48,6 +59,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results", default=None, help="append one JSON line per serve case here")
     group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
     group.addoption(
+        "--target",
+        default=None,
+        metavar="FILE",
+        help="run one profile's cases against a topology something else deployed (YAML: "
+        "frontend, each role's health/metrics URL; harness/runtime/target.py); no launch",
+    )
+    group.addoption(
         "--shard",
         default=None,
         metavar="K/N",
@@ -66,7 +84,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "vram_gib(n): GiB the largest GPU share of a case needs (its memory plan)"
     )
     inventory = GpuInventory.detect()
-    tier = detect_tier(config.getoption("--tier"), len(inventory.devices))
+    target = load_target_option(config)
+    tier = (
+        target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
+    )
+    config.harness_target = target  # type: ignore[attr-defined]
     config.harness_tier = tier  # type: ignore[attr-defined]
     config.harness_gpus = inventory  # type: ignore[attr-defined]
     config.harness_swept = []  # type: ignore[attr-defined]
@@ -100,7 +122,39 @@ def xdist_group_name(sc: ServeCase) -> str:
     return f"{sc.profile.stack}-{sc.profile.model.short_name}-cpu"
 
 
-def marks_for(sc: ServeCase, inventory: GpuInventory) -> list[pytest.MarkDecorator]:
+def load_target_option(config: pytest.Config) -> TargetSpec | None:
+    option = config.getoption("--target")
+    if not option:
+        return None
+    path = Path(option)
+    try:
+        spec = load_target(path)
+        profiles = {
+            p.name: p for p in load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
+        }
+        if spec.profile not in profiles:
+            raise TargetError(f"{path}: profile: no profile named {spec.profile!r}")
+        check_target(spec, profiles[spec.profile], path)
+    except (TargetError, ProfileError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return spec
+
+
+def target_skip(sc: ServeCase, target: TargetSpec | None) -> str | None:
+    """In target mode: only the target profile's cases the deployment can serve run."""
+    if target is None:
+        return None
+    if sc.profile.name != target.profile:
+        return f"--target runs {target.profile}'s cases only"
+    wanted = launcher_args(sc.profile, sc.tier, sc.case)
+    if wanted != target.launcher_args:
+        return f"needs a launch with {wanted}; the target was started with {target.launcher_args}"
+    return None
+
+
+def marks_for(
+    sc: ServeCase, inventory: GpuInventory, target: TargetSpec | None = None
+) -> list[pytest.MarkDecorator]:
     p = sc.profile
     spec = p.tier(sc.tier)
     marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
@@ -115,7 +169,9 @@ def marks_for(sc: ServeCase, inventory: GpuInventory) -> list[pytest.MarkDecorat
         marks.append(pytest.mark.timeout(limit))
     if sc.signature:
         marks.append(pytest.mark.xdist_group(xdist_group_name(sc)))
-    reason = sc.skip_reason(inventory if sc.tier == "gpu" else None)
+    reason = target_skip(sc, target) or (
+        None if target else sc.skip_reason(inventory if sc.tier == "gpu" else None)
+    )
     if reason:
         marks.append(pytest.mark.skip(reason=reason))
     return marks
@@ -134,7 +190,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if problem:  # its `file: field: message` lines alone, not the harness's frames
         pytest.fail(problem, pytrace=False)
     gpus = config.harness_gpus  # type: ignore[attr-defined]
-    params = [pytest.param(sc, id=sc.test_id, marks=marks_for(sc, gpus)) for sc in cases]
+    target = config.harness_target  # type: ignore[attr-defined]
+    params = [pytest.param(sc, id=sc.test_id, marks=marks_for(sc, gpus, target)) for sc in cases]
     metafunc.parametrize("serve_case", params)
 
 
@@ -251,14 +308,27 @@ def harness_pool(
                 expect = req.gpu if sc.tier == "gpu" else req.cpu
                 if expect.status == 200:
                     kinds.setdefault(sc.signature, set()).update(req.media)
+    target: TargetSpec | None = request.config.harness_target  # type: ignore[attr-defined]
     pool = TopologyPool(
         request.config.harness_tier,  # type: ignore[attr-defined]
         lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
+        opener=target_opener(target) if target else launch,
     )
     try:
         yield pool
     finally:
         pool.close()
+
+
+def target_opener(spec: TargetSpec) -> Any:
+    """The pool's opener in target mode: attach to the deployment instead of launching."""
+    api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+
+    def open_target(profile: Any, tier: Any, case: Any, warmups: Any, registry: Any) -> Any:
+        return TargetTopology(target_plan(spec, profile, new_run_dir(profile, tier)), warmups,
+                              api_key)  # fmt: skip
+
+    return open_target
 
 
 @pytest.fixture(scope="session")
@@ -276,7 +346,7 @@ def serve_run(
     record = request.node.stash.setdefault(RECORD, CaseRecord())
 
     def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
-        return CaseJudge(
+        judge = CaseJudge(
             sc.profile,
             sc.tier,
             topo.plan.model,
@@ -284,6 +354,9 @@ def serve_run(
             harness_baselines,
             topo.plan.signature,
         )
+        # a deployed target has no other topology in this session to compare with
+        judge.cross_topology = request.config.harness_target is None  # type: ignore[attr-defined]
+        return judge
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         run_case(sc, harness_pool, harness_media, judge_for, record)

@@ -13,16 +13,25 @@ from harness.runtime.plan import launch_signature
 from harness.runtime.topology import Topology
 
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
+# How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
+Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], Topology]
 
 
 class TopologyPool:
     """One live topology (a 2-core box cannot hold two). A launch failure is remembered per
     signature, so the other cases of that launch fail at once with the same cause."""
 
-    def __init__(self, tier: Tier, warmups_for: WarmupsFor, registry: PortRegistry | None = None):
+    def __init__(
+        self,
+        tier: Tier,
+        warmups_for: WarmupsFor,
+        registry: PortRegistry | None = None,
+        opener: Opener = launch,
+    ):
         self.tier = tier
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
+        self.opener = opener
         self.current: Topology | None = None
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
         self.failed: dict[str, tuple[TopologyFailure, Topology]] = {}
@@ -41,7 +50,7 @@ class TopologyPool:
                 raise
             return self.current
         self.close()
-        topo = launch(profile, self.tier, case, self.warmups_for(signature), self.registry)
+        topo = self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
         try:
             topo.__enter__()
         except TopologyFailure as failure:
