@@ -21,7 +21,7 @@ from harness.profiles.marks import cadence_marks, mark_names
 from harness.profiles.upstream import parity, render_markdown
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.suite.case_order import recorded_durations
-from harness.suite.serve_case import ServeCase
+from harness.suite.serve_case import ServeCase, cadence_cases
 from harness.suite.shards import Shard, plan_shards
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
@@ -128,13 +128,7 @@ def render_shard(args: argparse.Namespace) -> str:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     tier: Tier = args.tier or "gpu"
-    cases = [
-        sc
-        for p in profiles_in(args.profiles)
-        for c in p.cases
-        if args.cadence in cadence_marks(p, tier, c)
-        and not (sc := ServeCase(p, c, tier)).skip_reason(None)
-    ]
+    cases = cadence_cases(profiles_in(args.profiles), tier, args.cadence)
     plan = plan_shards(cases, shard.count, recorded_durations(args.durations_from))
     mine = plan.of(shard)
     lines = [f"shard {shard} ({tier}, {args.cadence}): {len(mine)} case(s), predicted "

@@ -15,6 +15,7 @@ from harness.judging.judge import CaseJudge, content_of, known_defect_holds
 from harness.judging.media_relations import judge_relation, relations
 from harness.judging.path_oracle import ROUTED_TOPOLOGIES, check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.profiles.marks import cadence_marks
 from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_leases import GpuUnavailable, shortfall
 from harness.resources.memory_plan import plan_memory
@@ -198,3 +199,15 @@ def judge_path(
     if not result.passed:
         raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
     return result.detail
+
+
+def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:
+    """The cases `pytest -m <cadence>` runs on `tier`, in file order, less those no machine
+    could run (what `--shard` splits)."""
+    return [
+        sc
+        for p in profiles
+        for c in p.cases
+        if cadence in cadence_marks(p, tier, c)
+        and not (sc := ServeCase(p, c, tier)).skip_reason(None)
+    ]
