@@ -115,14 +115,15 @@ def case_times(cases: Sequence[ServeCase], rows: Mapping[str, dict]) -> CaseTime
     return CaseTimes(launch, request)
 
 
-Splitter = Callable[[Sequence[ServeCase], int, Mapping[str, float]], list[list[ServeCase]]]
+Split = list[list[ServeCase]]
+Splitter = Callable[[Sequence[ServeCase], int, Mapping[str, float]], Split]
 
 
-def by_shards(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> list[list[ServeCase]]:
+def by_shards(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> Split:
     return plan_shards(cases, n, planned).shards
 
 
-def by_count(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> list[list[ServeCase]]:
+def by_count(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> Split:
     size, extra = divmod(len(cases), n)
     out, start = [], 0
     for k in range(n):
@@ -132,7 +133,7 @@ def by_count(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -
     return out
 
 
-def by_time(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> list[list[ServeCase]]:
+def by_time(cases: Sequence[ServeCase], n: int, planned: Mapping[str, float]) -> Split:
     total = sum(planned.values())
     out: list[list[ServeCase]] = [[] for _ in range(n)]
     running = 0.0
@@ -183,7 +184,8 @@ def main() -> int:
         f"noise +/-{args.noise:.0%} over {args.trials if args.noise else 1} trial(s)"
     )
     rng = random.Random(args.seed)
-    trials = [times.jittered(rng, args.noise) for _ in range(args.trials)] if args.noise else [times]
+    trials = [times.jittered(rng, args.noise) for _ in range(args.trials)]
+    trials = trials if args.noise else [times]
     ours_at_goal = 0.0
     for n in SHARD_COUNTS:
         print(f"N={n}")

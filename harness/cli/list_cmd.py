@@ -17,7 +17,7 @@ from harness.cli.common import (
 from harness.core.paths import REPO_ROOT
 from harness.judging.oracle_plan import case_oracles
 from harness.profiles import Profile, Tier
-from harness.profiles.marks import cadence_marks, mark_names
+from harness.profiles.marks import mark_names
 from harness.profiles.upstream import parity, render_markdown
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.suite.case_order import recorded_durations
