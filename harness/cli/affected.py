@@ -13,6 +13,7 @@ from harness.cli.change_map import LAUNCHERS, AffectedReport, affected
 from harness.cli.common import CliError, add_profiles_option, profiles_in, reports_user_errors
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Tier
+from harness.profiles.upstream import UPSTREAM_TAG, upstream_ids
 
 SERVE_TEST = "tests/serve/test_serve.py::test_serve"
 
@@ -72,12 +73,14 @@ def render(report: AffectedReport, nodeids: bool) -> str:
     if nodeids:
         return "\n".join(f"{SERVE_TEST}[{case.test_id}]" for case in report.cases)
     width = max((len(c.test_id) for c in report.cases), default=0)
+    upstream = upstream_ids()
     lines = []
     for case in report.cases:
         cadence = "  ".join(
             f"{tier}: {','.join(marks) or '-'}" for tier, marks in case.cadence.items()
         )
-        lines.append(f"{case.test_id:<{width}}  {cadence or 'skipped on every tier'}")
+        tag = f"  {UPSTREAM_TAG}" if case.test_id in upstream else ""
+        lines.append(f"{case.test_id:<{width}}  {cadence or 'skipped on every tier'}{tag}")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from harness.core.paths import REPO_ROOT
 from harness.judging.oracle_plan import case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.marks import mark_names
-from harness.profiles.upstream import parity, render_markdown
+from harness.profiles.upstream import UPSTREAM_TAG, parity, render_markdown, upstream_ids
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.suite.case_order import recorded_durations
 from harness.suite.serve_case import ServeCase, cadence_cases
@@ -82,6 +82,7 @@ def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
 
 def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str, Any]]:
     rows = []
+    upstream = upstream_ids()
     for profile in profiles:
         for tier in tiers:
             for case in profile.cases:
@@ -89,6 +90,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                 rows.append(
                     {
                         "test_id": sc.test_id,
+                        "upstream": sc.test_id in upstream,
                         "profile": profile.name,
                         "case": case.suffix or DEFAULT_CASE,
                         "tier": tier,
@@ -112,6 +114,7 @@ def render_text(rows: list[dict[str, Any]]) -> str:
             header = key
             lines.append(f"{row['profile']} [{row['tier']}] {row['hardware']} ({row['launcher']})")
         line = f"  {row['test_id']:<{width}}  {' '.join(row['marks'])}"
+        line += f"  {UPSTREAM_TAG}" if row["upstream"] else ""
         if row["skip"]:
             line += f"\n  {'':<{width}}  skipped: {row['skip']}"
         else:

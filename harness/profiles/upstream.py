@@ -44,6 +44,14 @@ def upstream_tests(path: Path = CATALOGUE) -> list[UpstreamTest]:
     return [UpstreamTest(**entry) for entry in yaml.safe_load(path.read_text())["tests"]]
 
 
+def upstream_ids(path: Path = CATALOGUE) -> frozenset[str]:
+    """The ids upstream Dynamo runs (carried here or not): `list` and `affected` tag them."""
+    return frozenset(t.id for t in upstream_tests(path))
+
+
+UPSTREAM_TAG = "[upstream id]"
+
+
 def _ours(profile: Profile, case: CaseSpec) -> str:
     return f"{profile.name} / {case.id or case.suffix or '(no suffix)'}"
 

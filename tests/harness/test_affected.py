@@ -156,3 +156,10 @@ def test_cli_warns_but_exits_0_without_strict(capsys: pytest.CaptureFixture[str]
 def test_cli_rejects_base_with_files(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["affected", EPD, "--base", "HEAD"]) == 2
     assert "either --base REF or FILE" in capsys.readouterr().err
+
+
+def test_cli_tags_upstream_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["affected", "launchers/vllm/disagg_multimodal_p_d.sh"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert lines["mm_p_d_qwen3-vl-2b"].endswith("[upstream id]")
+    assert not lines["mm_p_d_qwen3-vl-2b_b64"].endswith("[upstream id]")

@@ -85,3 +85,12 @@ def test_a_cadence_mismatch_is_named(tmp_path: object) -> None:
                              UpstreamTest("mm_gone_qwen3-vl-2b", "post_merge", 1)])  # fmt: skip
     assert rows[0].problem == "cadence ['post_merge'], upstream pre_merge; 1 GPU(s), upstream 2"
     assert rows[1].problem == "upstream runs it; no case here and no reason why"
+
+
+def test_upstream_ids_are_tagged(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--tier", "gpu"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  mm_") or line.startswith("  multimodal_")}  # fmt: skip
+    assert lines["mm_epd_qwen3-vl-2b"].endswith("[upstream id]")
+    assert lines["multimodal_e_pd_fd_qwen"].endswith("[upstream id]")
+    assert "[upstream id]" not in lines["mm_p_d_qwen3-vl-2b_b64"]  # ours only
