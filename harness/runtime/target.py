@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.core.verdict import Cause
 from harness.profiles import Profile, Tier
-from harness.runtime.health import probe
 from harness.runtime.plan import LaunchPlan, RolePlan
 from harness.runtime.readiness import (
     ModelListed,
@@ -149,15 +148,8 @@ class TargetTopology(Topology):
     def watch(self) -> None:
         """Probe every worker's health URL; one that does not answer is named."""
         now = time.monotonic()
-        for role in self.plan.workers:
-            assert role.health_url is not None
-            sample = probe(role.health_url, self._http)
-            self.samples[role.name] = sample
-            state = "no_health_source" if sample.no_health_source else sample.state
-            self.timeline.record(role.name, state)
-            if state == "ready":
-                self._healthy_once.add(role.name)
-            if sample.state != "down":
+        for role, state in self.probe_workers():
+            if state != "down":
                 self._down_since.pop(role.name, None)
                 continue
             since = self._down_since.setdefault(role.name, now)

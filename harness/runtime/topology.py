@@ -7,7 +7,7 @@ import contextlib
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psutil
@@ -22,7 +22,7 @@ from harness.runtime.health import HealthSample, HealthTimeline, probe
 from harness.runtime.launch_env import SCRATCH_SUBDIRS
 from harness.runtime.launcher_check import check_launcher
 from harness.runtime.listeners import foreign_listeners, listeners, listening_ports
-from harness.runtime.plan import LaunchPlan
+from harness.runtime.plan import LaunchPlan, RolePlan
 from harness.runtime.processes import (
     ProcessReaper,
     StopReport,
@@ -203,6 +203,11 @@ class Topology:
                 log_tail=tail(self.roles.launcher_log),
                 exit_code=code,
             )
+        for _ in self.probe_workers():
+            pass
+
+    def probe_workers(self) -> Iterator[tuple[RolePlan, str]]:
+        """Probe each worker's health URL in turn, recording it; yields (role, probed state)."""
         for role in self.plan.workers:
             assert role.health_url is not None
             sample = probe(role.health_url, self._http)
@@ -211,6 +216,7 @@ class Topology:
             self.timeline.record(role.name, state)
             if state == "ready":
                 self._healthy_once.add(role.name)
+            yield role, sample.state
 
     def health_state(self, role: str) -> str:
         sample = self.samples.get(role)
