@@ -72,8 +72,12 @@ class Phase:
 
 def registration_problems(topo: Observed) -> tuple[list[str], dict[str, str]]:
     """(roles whose discovery component never registered, {role: model name it registered}
-    for cards that do not carry the served name). A card names its role by its system port."""
-    kv_dir = topo.plan.scratch_dir / "discovery"
+    for cards that do not carry the served name). A card names its role by its system port.
+    A deployed target's discovery cannot be read: nothing to say (the path oracle still shows
+    a role that serves nothing)."""
+    kv_dir = topo.plan.discovery_dir
+    if kv_dir is None:
+        return [], {}
     registered = registered_components(kv_dir)
     missing = [
         r.name

@@ -27,7 +27,7 @@ SECRET = "sk-test-secret-token"
 # (profile, the worker killed, the cases `--target` runs: the profile's CPU post-merge cases
 # that need no other launcher arguments than the ones `up` used)
 TARGETS = [
-    ("agg_qwen3-vl-2b", "worker", 5),
+    ("agg_qwen3-vl-2b", "worker", 4),
     ("epd_qwen3-vl-2b", "decode", 2),
 ]
 
