@@ -4,6 +4,7 @@
 # requirements/gpu-$HARNESS_GPU_STACK.txt (vllm by default, or sglang) then ai-dynamo --no-deps.
 #   scripts/bootstrap.sh           install (or reuse) the venv for this machine's tier
 #   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the CPU lock
+#   scripts/bootstrap.sh --key     print the venv's key (docker/build-cpu-image.sh tags with it)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
@@ -20,6 +21,7 @@ gpu_stack=${HARNESS_GPU_STACK:-vllm}
 [[ $tier == gpu ]] && lock=$root/requirements/gpu-$gpu_stack.txt
 key=$tier-$(cat "$lock" "$root/requirements/harness.txt" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
 venv=$cache/venvs/$key
+[[ ${1:-} == --key ]] && { echo "$key"; exit 0; }
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 

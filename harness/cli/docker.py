@@ -24,7 +24,8 @@ from harness.cli.docker_run import (
     pytest_command,
     run_container,
 )
-from harness.core.paths import REPO_ROOT, runs_dir
+from harness.core.paths import REPO_ROOT, cache_dir, runs_dir
+from harness.resources import gpu_leases, ports
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -42,41 +43,61 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SRC[:DST]",
         help="mount SRC read-only over DST (default: SRC's repo path under --workdir)",
     )
-    parser.add_argument("--gpus", help="'all' or a count (default: none)")
-    parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
-    parser.add_argument(
-        "--results-dir", type=Path, help="host dir mounted at /results (default: runs/docker-…)"
-    )
-    parser.add_argument(
-        "--hf-cache", type=Path, default=Path.home() / ".cache" / "huggingface",
-        help="host Hugging Face cache, mounted if it exists (%(default)s)",
-    )  # fmt: skip
-    parser.add_argument("--python", default="python3", help="the image's python (for pytest)")
+    add_container_options(parser)
     parser.add_argument(
         "--command",
         dest="shell_command",
         help="run this (a shell-quoted line) instead of pytest, e.g. for smoke tests",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the docker run, start none")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest arguments")
     return parser
+
+
+def add_container_options(parser: argparse.ArgumentParser) -> None:
+    """How to run the image (shared with `harness validate`)."""
+    parser.add_argument("--gpus", help="'all' or a count (default: none)")
+    parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
+    parser.add_argument(
+        "--results-dir", type=Path, help="host dir mounted at /results (default: under runs/)"
+    )
+    parser.add_argument(
+        "--hf-cache", type=Path, default=Path.home() / ".cache" / "huggingface",
+        help="host Hugging Face cache, mounted if it exists (%(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache", type=Path, default=cache_dir(),
+        help="host harness cache, mounted at /cache if it exists (%(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--python", default="python3", help="the image's python (for pytest)")
+    parser.add_argument("--dry-run", action="store_true", help="print the docker run, start none")
 
 
 def build_spec(args: argparse.Namespace, results_dir: Path) -> DockerRunSpec:
     pytest_args = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
     if args.shell_command and pytest_args:
         raise CliError("give either --command or pytest arguments after --, not both")
-    try:
-        overlays = [parse_overlay(o, args.workdir, REPO_ROOT, Path.cwd()) for o in args.overlay]
-        mounts = build_mounts(overlays, results_dir, args.hf_cache)
-        gpu_count(args.gpus)
-    except DockerRunError as exc:
-        raise CliError(str(exc)) from None
     command = (
         shlex.split(args.shell_command)
         if args.shell_command
         else pytest_command(args.python, pytest_args)
     )
+    return container_spec(args, command, args.overlay, results_dir)
+
+
+def container_spec(
+    args: argparse.Namespace, command: list[str], overlays: list[str], results_dir: Path
+) -> DockerRunSpec:
+    """One container of `args.image` running `command`, with `overlays` (SRC[:DST]) and this
+    machine's results dir, caches and lease registries mounted."""
+    try:
+        binds = [parse_overlay(o, args.workdir, REPO_ROOT, Path.cwd()) for o in overlays]
+        registries = [ports.registry_file().parent, gpu_leases.registry_file().parent]
+        for directory in registries:
+            directory.mkdir(parents=True, exist_ok=True)
+        mounts = build_mounts(binds, results_dir, args.hf_cache, args.cache, registries)
+        gpu_count(args.gpus)
+    except DockerRunError as exc:
+        raise CliError(str(exc)) from None
     return DockerRunSpec(
         image=args.image,
         command=command,
@@ -101,14 +122,8 @@ def docker_client() -> Any:
     return client
 
 
-@reports_user_errors
-def run(args: argparse.Namespace) -> int:
-    results_dir = args.results_dir or runs_dir() / f"docker-{time.strftime('%Y%m%d-%H%M%S')}"
-    spec = build_spec(args, results_dir)
-    print(spec.describe(), file=sys.stderr, flush=True)
-    if args.dry_run:
-        return 0
-    client = docker_client()
+def run_in_image(spec: DockerRunSpec, results_dir: Path, client: Any) -> int:
+    """Remove what killed runs left, run the container to its end; 130 on Ctrl-C / SIGTERM."""
     orphans = remove_orphans(client)
     if orphans:
         print(
@@ -116,14 +131,24 @@ def run(args: argparse.Namespace) -> int:
             + ", ".join(orphans),
             file=sys.stderr,
         )
-
     results_dir.mkdir(parents=True, exist_ok=True)
     try:
-        code = run_container(spec, client)
+        return run_container(spec, client)
     except ImageUnavailable as exc:
-        raise CliError(f"--image {args.image}: {exc}") from None
+        raise CliError(f"--image {spec.image}: {exc}") from None
     except KeyboardInterrupt:
         print("harness docker: interrupted; container removed", file=sys.stderr)
         return 130
-    print(f"harness docker: exit {code}; results in {results_dir}", file=sys.stderr)
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    results_dir = args.results_dir or runs_dir() / f"docker-{time.strftime('%Y%m%d-%H%M%S')}"
+    spec = build_spec(args, results_dir)
+    print(spec.describe(), file=sys.stderr, flush=True)
+    if args.dry_run:
+        return 0
+    code = run_in_image(spec, results_dir, docker_client())
+    if code != 130:
+        print(f"harness docker: exit {code}; results in {results_dir}", file=sys.stderr)
     return code

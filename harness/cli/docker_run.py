@@ -1,5 +1,11 @@
 """Running the suite in a container: what to mount and pass (pure), and one run with the Docker SDK
-(host network, optional GPUs, logs streamed with secrets scrubbed, removed on exit and Ctrl-C)."""
+(host network and PID namespace, optional GPUs, logs streamed with secrets scrubbed, removed on
+exit and Ctrl-C).
+
+The container shares the host's harness state, so a run inside it and one outside cannot collide:
+the cache (tiny models, media, compile caches) is mounted at /cache, the port and GPU lease
+registries at their own paths, and the PID namespace is the host's, because a lease names its
+owner by pid and start time and each side drops the leases whose owner it cannot see running."""
 
 from __future__ import annotations
 
@@ -17,7 +23,11 @@ from harness.core.secrets import redact_env, scrub_text
 from harness.runtime.signal_handlers import handling, raise_interrupt
 
 RESULTS_TARGET = "/results"
+CACHE_TARGET = "/cache"
 HF_CACHE_TARGET = "/root/.cache/huggingface"
+# `docker stop`'s own default: SIGTERM, then SIGKILL. The harness inside needs ~2-4 s of it to
+# stop its topology (INTERRUPT_GRACE_S per group, then the marker sweep) and keep the logs.
+STOP_TIMEOUT_S = 10
 ENV_ALLOWED = ("HF_TOKEN", "HF_HUB_OFFLINE", "CUDA_VISIBLE_DEVICES")
 ENV_ALLOWED_PREFIXES = ("HARNESS_",)
 
@@ -45,7 +55,7 @@ class DockerRunSpec:
 
     def describe(self) -> str:
         """A `docker run` line a person could paste (secrets shown as ***)."""
-        parts = ["docker run --rm --network host --ipc host", f"-w {self.workdir}"]
+        parts = ["docker run --rm --network host --ipc host --pid host", f"-w {self.workdir}"]
         if self.gpus:
             parts.append(f"--gpus {self.gpus}")
         parts += [f"--label {k}={v}" for k, v in self.labels.items()]
@@ -85,10 +95,12 @@ def parse_overlay(spec: str, workdir: str, repo_root: Path, cwd: Path) -> BindMo
 
 def container_env(host_env: Mapping[str, str]) -> dict[str, str]:
     """Only allow-listed variables cross into the container: HF_TOKEN, HF_HUB_OFFLINE,
-    CUDA_VISIBLE_DEVICES and HARNESS_*; the rest of the host environment stays out."""
-    return {
+    CUDA_VISIBLE_DEVICES and HARNESS_*; the rest of the host environment stays out. The cache and
+    the runs dir point at their mounts (the host's paths mean nothing inside)."""
+    env = {
         k: v for k, v in host_env.items() if k in ENV_ALLOWED or k.startswith(ENV_ALLOWED_PREFIXES)
     }
+    return {**env, "HARNESS_CACHE": CACHE_TARGET, "HARNESS_RUNS": RESULTS_TARGET}
 
 
 def gpu_count(gpus: str | None) -> int | None:
@@ -114,12 +126,22 @@ def pytest_command(python: str, pytest_args: Sequence[str]) -> list[str]:
 
 
 def build_mounts(
-    overlays: Sequence[BindMount], results_dir: Path, hf_cache: Path | None
+    overlays: Sequence[BindMount],
+    results_dir: Path,
+    hf_cache: Path | None,
+    harness_cache: Path | None = None,
+    registry_dirs: Sequence[Path] = (),
 ) -> list[BindMount]:
-    """Results dir (read-write, comes back to the host), HF cache if present, then overlays."""
+    """Results dir (read-write, comes back to the host: results, JUnit, per-role logs), the
+    harness cache and HF cache if present, the lease registries' dirs at their own paths, then
+    overlays."""
     mounts = [BindMount(str(results_dir.resolve()), RESULTS_TARGET, read_only=False)]
+    if harness_cache is not None and harness_cache.is_dir():
+        mounts.append(BindMount(str(harness_cache.resolve()), CACHE_TARGET, read_only=False))
     if hf_cache is not None and hf_cache.is_dir():
         mounts.append(BindMount(str(hf_cache.resolve()), HF_CACHE_TARGET, read_only=False))
+    for directory in dict.fromkeys(d.resolve() for d in registry_dirs):
+        mounts.append(BindMount(str(directory), str(directory), read_only=False))
     targets = [m.target for m in overlays]
     repeated = {t for t in targets if targets.count(t) > 1}
     if repeated:
@@ -211,6 +233,7 @@ def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None
                     spec.command,
                     network_mode="host",
                     ipc_mode="host",
+                    pid_mode="host",
                     working_dir=spec.workdir,
                     environment=dict(spec.env),
                     mounts=docker_mounts(spec.mounts),
@@ -226,13 +249,14 @@ def run_container(spec: DockerRunSpec, client: Any, out: IO[bytes] | None = None
 
 
 def remove_container(container: Any) -> None:
-    """Kill (if running) and remove; a second Ctrl-C cannot cut this short."""
+    """Stop (if running: SIGTERM, SIGKILL after STOP_TIMEOUT_S) and remove; a second Ctrl-C
+    cannot cut this short."""
     from docker.errors import APIError, NotFound
 
     with handling(signal.SIG_IGN):
         with contextlib.suppress(NotFound, APIError):
             container.reload()
             if container.status == "running":
-                container.kill()
+                container.stop(timeout=STOP_TIMEOUT_S)
         with contextlib.suppress(NotFound):
             container.remove(force=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from harness.cli.common import CliError
 from harness.profiles import ProfileError
 
-SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker")
+SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker", "validate")
 # `list` is a builtin's name, so its module is `list_cmd`.
 MODULES = {"list": "list_cmd"}
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m harness",
         description="Tools around the serve suite: check this machine, list profiles, bring one "
         "topology up, audit launchers without starting engines, map changed files to tests, "
-        "render reports, run the suite in a docker image.",
+        "render reports, run the suite in a docker image, validate a change in one.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:

@@ -30,6 +30,11 @@ REGISTRY_ENV = "HARNESS_GPU_REGISTRY"
 DEFAULT_REGISTRY = Path("/tmp/serve-harness/gpus.json")
 
 
+def registry_file() -> Path:
+    """The machine's GPU lease file: $HARNESS_GPU_REGISTRY, else /tmp/serve-harness/gpus.json."""
+    return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
+
+
 class GpuLeaseRecord(OwnedLease):
     """Bytes reserved on one GPU by one lease, as stored in the registry file."""
 
@@ -133,7 +138,7 @@ class GpuLeaseBroker:
 
     def __init__(self, inventory: GpuInventory, path: Path | None = None) -> None:
         self.inventory = inventory
-        self.path = path or Path(os.environ.get(REGISTRY_ENV, DEFAULT_REGISTRY))
+        self.path = path or registry_file()
         self._file = LeaseFile(self.path, GpuLeaseRecord)
 
     def acquire(

@@ -25,6 +25,13 @@ from harness.resources.lease_file import (
 
 REGISTRY_ENV = "HARNESS_PORT_REGISTRY"
 DEFAULT_REGISTRY = Path("/tmp/serve-harness/ports.json")
+
+
+def registry_file() -> Path:
+    """The machine's port lease file: $HARNESS_PORT_REGISTRY, else /tmp/serve-harness/ports.json."""
+    return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
+
+
 BIND_HOST = "127.0.0.1"
 
 
@@ -72,7 +79,7 @@ class PortRegistry:
     def __init__(self, path: Path | None = None, low: int = 20000, high: int = 30000) -> None:
         if not 1024 <= low <= high <= 65535:
             raise ValueError(f"port range {low}-{high} must lie within 1024-65535 with low <= high")
-        self.path = path or Path(os.environ.get(REGISTRY_ENV, DEFAULT_REGISTRY))
+        self.path = path or registry_file()
         self.low = low
         self.high = high
         self._file = LeaseFile(self.path, PortLeaseRecord)

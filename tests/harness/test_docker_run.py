@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.docker_run import (
+    CACHE_TARGET,
     HF_CACHE_TARGET,
     RESULTS_TARGET,
     BindMount,
@@ -80,7 +81,14 @@ def test_env_allow_list() -> None:
         "HF_HUB_OFFLINE": "1",
         "CUDA_VISIBLE_DEVICES": "0,1",
         "HARNESS_TIER": "gpu",
+        "HARNESS_CACHE": CACHE_TARGET,
+        "HARNESS_RUNS": RESULTS_TARGET,
     }
+
+
+def test_the_hosts_cache_and_runs_paths_are_replaced_by_their_mounts() -> None:
+    env = container_env({"HARNESS_CACHE": "/home/me/.cache/h", "HARNESS_RUNS": "/home/me/runs"})
+    assert env == {"HARNESS_CACHE": CACHE_TARGET, "HARNESS_RUNS": RESULTS_TARGET}
 
 
 def test_describe_redacts_secrets_but_the_spec_keeps_them() -> None:
@@ -97,6 +105,7 @@ def test_describe_redacts_secrets_but_the_spec_keeps_them() -> None:
     assert "-e HF_TOKEN='***'" in text and "-e HARNESS_TIER=gpu" in text
     assert "-v /h/p.py:/w/p.py:ro" in text and "-v /h/r:/results \\" in text
     assert "--gpus all" in text and "pytest -k 'a b'" in text
+    assert "--network host --ipc host --pid host" in text
     assert "hf_abcdef" not in repr(spec)
     assert spec.env["HF_TOKEN"] == "hf_abcdef"
 
@@ -110,17 +119,21 @@ def test_stream_scrubs_secrets_split_across_chunks() -> None:
     assert out.getvalue() == b"token=*** ok\nsecond line ***"
 
 
-def test_mounts_results_hf_cache_then_overlays(tmp_path: Path) -> None:
-    hf = tmp_path / "hf"
-    hf.mkdir()
+def test_mounts_results_caches_registries_then_overlays(tmp_path: Path) -> None:
+    hf, cache, leases = tmp_path / "hf", tmp_path / "cache", tmp_path / "leases"
+    for directory in (hf, cache, leases):
+        directory.mkdir()
     overlay = BindMount("/h/a", "/w/a", True)
-    mounts = build_mounts([overlay], tmp_path / "res", hf)
+    mounts = build_mounts([overlay], tmp_path / "res", hf, cache, [leases, leases])
     assert mounts == [
         BindMount(str(tmp_path / "res"), RESULTS_TARGET, False),
+        BindMount(str(cache), CACHE_TARGET, False),
         BindMount(str(hf), HF_CACHE_TARGET, False),
+        BindMount(str(leases), str(leases), False),  # same path inside: the lease files agree
         overlay,
     ]
-    assert build_mounts([], tmp_path / "res", tmp_path / "missing-cache")[1:] == []
+    missing = tmp_path / "missing-cache"
+    assert build_mounts([], tmp_path / "res", missing, missing)[1:] == []
 
 
 def test_two_overlays_on_one_target_are_refused(tmp_path: Path) -> None:

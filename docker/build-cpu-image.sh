@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Build the CPU-tier serving image (serve-harness/cpu:local by default) from this checkout.
+#
+#   docker/build-cpu-image.sh [TAG]
+#
+# Two images, so that a change to the checkout rebuilds only a thin layer:
+#   serve-harness/cpu-venv:<bootstrap key>  Debian + the venv bootstrap.sh builds from the lock;
+#                                           built only when the key (lock, shims, bootstrap) moves
+#   TAG                                     that + this checkout at /workspace
+# The base is $HARNESS_DOCKER_BASE (default debian:bookworm-slim) if it is local or can be pulled;
+# otherwise (no registry reachable, as on CI boxes) serve-harness/debian-base:bookworm is made
+# from Debian's own packages with debootstrap and `docker import` (needs root).
+# Wheels: `pip download` with this machine's pip configuration into $HARNESS_CACHE/wheelhouse
+# (kept, keyed like the venv), served to the build over loopback HTTP for as long as it runs.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tag=${1:-serve-harness/cpu:local}
+cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
+base=${HARNESS_DOCKER_BASE:-debian:bookworm-slim}
+debian_base=serve-harness/debian-base:bookworm
+mirror=${HARNESS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+python=${HARNESS_PYTHON:-python3}
+
+say() { printf '[build-cpu-image] %s\n' "$*" >&2; }
+has_image() { docker image inspect "$1" >/dev/null 2>&1; }
+start=$SECONDS
+
+docker version --format '{{.Server.Version}}' >/dev/null 2>&1 \
+  || { say "no Docker daemon answers; start one (sudo .ci/docker_setup.sh start)"; exit 2; }
+
+key=$(HARNESS_TIER=cpu "$root/scripts/bootstrap.sh" --key)
+venv_image=serve-harness/cpu-venv:$key
+
+build_debian_base() {
+  [[ $(id -u) == 0 ]] || { say "debootstrap needs root; or give a pullable HARNESS_DOCKER_BASE"; exit 2; }
+  command -v debootstrap >/dev/null || {
+    say "installing debootstrap"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+  }
+  local rootfs
+  rootfs=$(mktemp -d "${TMPDIR:-/tmp}/serve-harness-rootfs.XXXXXX")
+  # shellcheck disable=SC2064  # expand now: the trap must remove this rootfs, not a later one
+  trap "rm -rf '$rootfs'" EXIT
+  local include
+  include=$(grep -v '^#' "$root/docker/packages.txt" | paste -sd, -)
+  say "debootstrap bookworm (minbase + $include) from $mirror"
+  debootstrap --variant=minbase --include="$include" bookworm "$rootfs" "$mirror" >/dev/null
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
+  tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$debian_base" >/dev/null
+  rm -rf "$rootfs"
+  trap - EXIT
+}
+
+pick_base() {
+  if has_image "$base" || docker pull -q "$base" >/dev/null 2>&1; then
+    echo "$base"
+    return
+  fi
+  has_image "$debian_base" || { say "$base cannot be pulled; building $debian_base"; build_debian_base; }
+  echo "$debian_base"
+}
+
+fill_wheelhouse() {
+  local house=$1
+  [[ -f $house/.complete ]] && return
+  say "downloading the lock's wheels into $house"
+  mkdir -p "$house"
+  "$python" -m pip download -q --no-deps -d "$house" -r "$root/requirements/cpu.lock" pip==25.3
+  touch "$house/.complete"
+}
+
+build_venv_image() {
+  local house=$cache/wheelhouse/$key
+  fill_wheelhouse "$house"
+  local port server
+  port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$python" -m http.server --bind 127.0.0.1 --directory "$house" "$port" >/dev/null 2>&1 &
+  server=$!
+  # shellcheck disable=SC2064
+  trap "kill $server 2>/dev/null || true" EXIT
+  local from
+  from=$(pick_base)
+  say "building $venv_image from $from"
+  docker build -q --network host -f "$root/docker/cpu-venv.Dockerfile" \
+    --build-arg BASE="$from" --build-arg WHEELS="http://127.0.0.1:$port/" \
+    -t "$venv_image" "$root" >/dev/null
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  trap - EXIT
+}
+
+has_image "$venv_image" || build_venv_image
+say "building $tag from $venv_image"
+docker build -q -f "$root/docker/cpu.Dockerfile" --build-arg VENV_IMAGE="$venv_image" \
+  -t "$tag" "$root" >/dev/null
+size=$(docker image inspect -f '{{.Size}}' "$tag")
+say "$tag ready in $((SECONDS - start)) s ($((size / 1024 / 1024)) MiB)"

@@ -1,0 +1,149 @@
+"""The CPU-tier serving image for real: a topology launched inside the container, results and
+per-role logs back on the host, nothing left after Ctrl-C, and the validation recipe (the shipped
+E/P/D launcher vs a copy without its encode health line). Skipped, with the reason, when no
+daemon answers or the image was not built (docker/build-cpu-image.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from harness.cli.docker_orphans import LABEL, OWNER_LABEL
+from harness.core.markers import CHECKOUT_ENV
+from harness.resources.ports import port_is_bindable, registry_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("HARNESS_CPU_IMAGE", "serve-harness/cpu:local")
+IMAGE_CHECKOUT = "/workspace"  # where cpu.Dockerfile puts the checkout: its processes' marker
+EPD = "launchers/vllm/disagg_multimodal_epd.sh"
+HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
+AGG_CASE = "tests/serve/test_serve.py::test_serve[mm_agg_qwen3-vl-2b]"
+
+
+def client_or_reason() -> tuple[Any, str]:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # no SDK, no socket, daemon down: all mean "cannot run here"
+        return None, f"no Docker daemon answers ({type(exc).__name__}); .ci/docker_setup.sh start"
+    try:
+        client.images.get(IMAGE)
+    except Exception:
+        return None, f"image {IMAGE} not built; run docker/build-cpu-image.sh"
+    return client, ""
+
+
+CLIENT, SKIP_REASON = client_or_reason()
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.vllm,
+    pytest.mark.cpu,
+    pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON),
+]
+
+
+def image_processes() -> list[psutil.Process]:
+    """Processes a harness inside the image started (the container shares our PID namespace)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(CHECKOUT_ENV) == IMAGE_CHECKOUT:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def containers_of(pid: int) -> list[Any]:
+    return CLIENT.containers.list(
+        all=True, filters={"label": [f"{LABEL}=1", f"{OWNER_LABEL}={pid}"]}
+    )
+
+
+def leased_ports() -> set[int]:
+    path = registry_file()
+    records = json.loads(path.read_text()) if path.is_file() and path.read_text() else []
+    return {record["port"] for record in records}
+
+
+def assert_nothing_left(owner_pid: int, ports: set[int]) -> None:
+    deadline = time.monotonic() + 10
+    while image_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert image_processes() == []
+    assert containers_of(owner_pid) == []
+    assert [p for p in ports if not port_is_bindable(p)] == []
+
+
+def test_a_topology_runs_inside_and_its_results_and_logs_come_back(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
+         str(results), "--", AGG_CASE],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    records = [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines()]
+    assert [(r["test_id"], r["outcome"], r["tier"]) for r in records] == [
+        ("mm_agg_qwen3-vl-2b", "passed", "cpu")
+    ]
+    assert (results / "junit.xml").is_file()
+    role_logs = sorted(p.name for p in results.rglob("*.log"))
+    assert "worker.log" in role_logs and "frontend.log" in role_logs, role_logs
+    assert image_processes() == []
+
+
+def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
+    before = leased_ports()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
+         str(tmp_path / "results"), "--", AGG_CASE],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(image_processes()) < 3 and time.monotonic() < deadline:  # frontend, worker, launcher
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.2)
+    assert len(image_processes()) >= 3, "the topology never started inside the container"
+    ports = leased_ports() - before
+    assert ports, "the harness inside leased no port in the host's registry"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out[-3000:]
+    assert "container removed" in out
+    assert_nothing_left(proc.pid, ports)
+
+
+def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launcher(
+    tmp_path: Path,
+) -> None:
+    shipped = (REPO_ROOT / EPD).read_text()
+    assert HEALTH_LINE in shipped
+    unpatched = tmp_path / "disagg_multimodal_epd.sh"
+    unpatched.write_text("".join(ln for ln in shipped.splitlines(True) if HEALTH_LINE not in ln))
+    before = leased_ports()
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "validate", "--image", IMAGE,
+         "--change", f"{unpatched}:{EPD}", "--ids", "mm_epd_qwen3-vl-2b",
+         "--results-dir", str(tmp_path / "v")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    table = proc.stdout
+    assert proc.returncode == 1, table + proc.stderr[-3000:]  # the changed run's status
+    assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in table, table
+    assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | no_health_source: " in table
+    failing = next(line for line in table.splitlines() if "(changed)" in line)
+    assert "encode" in failing, failing
+    assert (tmp_path / "v" / "validation.md").read_text().strip() == table.strip()
+    assert_nothing_left(proc.pid, leased_ports() - before)

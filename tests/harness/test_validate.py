@@ -1,0 +1,117 @@
+"""`harness validate`: which ids a change runs, how the two runs' results become one table, and
+its argument errors (the real two-run recipe is in test_docker_image.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from harness.cli.common import CliError
+from harness.cli.main import build_parser, main
+from harness.cli.validate import Change, affected_ids, parse_change, render, side_results
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause
+from tests.harness.test_report import make_result, write_jsonl
+
+EPD = "launchers/vllm/disagg_multimodal_epd.sh"
+
+
+def validate_args(*extra: str) -> argparse.Namespace:
+    return build_parser().parse_args(["validate", "--image", "img", "--change", EPD, *extra])
+
+
+def test_a_change_in_the_checkout_replaces_its_own_path() -> None:
+    change = parse_change(EPD, "/workspace")
+    assert change == Change(REPO_ROOT / EPD, EPD)
+
+
+def test_a_copy_elsewhere_names_the_path_it_replaces(tmp_path: Path) -> None:
+    copy = tmp_path / "epd.sh"
+    copy.write_text("#!/usr/bin/env bash\n")
+    assert parse_change(f"{copy}:{EPD}", "/workspace") == Change(copy, EPD)
+    with pytest.raises(CliError, match=r"--change .* outside the repo .* give SRC:DST"):
+        parse_change(str(copy), "/workspace")
+    with pytest.raises(CliError, match=r"launchers/vllm/nope.sh is not a file of this checkout"):
+        parse_change(f"{copy}:launchers/vllm/nope.sh", "/workspace")
+    with pytest.raises(CliError, match="is a directory"):
+        parse_change(f"{tmp_path}:{EPD}", "/workspace")
+
+
+def test_the_ids_are_the_tiers_affected_ones() -> None:
+    args = validate_args()
+    change = [Change(REPO_ROOT / EPD, EPD)]
+    cpu = affected_ids(args, change, "cpu")
+    gpu = affected_ids(args, change, "gpu")
+    assert "mm_epd_qwen3-vl-2b" in cpu and "mm_epd_llava-1.5-7b" in cpu
+    # GPU-only cases (frontend video decoding, the XPU profile) are not run on the CPU tier
+    assert set(gpu) - set(cpu) == {
+        "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding",
+        "mm_xpu_epd_qwen3-vl-2b",
+    }
+    assert all("epd" in test_id for test_id in cpu)
+
+
+def test_ids_narrow_the_selection_and_must_be_affected() -> None:
+    change = [Change(REPO_ROOT / EPD, EPD)]
+    args = validate_args("--ids", "mm_epd_qwen3-vl-2b, mm_epd_llava-1.5-7b")
+    assert affected_ids(args, change, "cpu") == ["mm_epd_qwen3-vl-2b", "mm_epd_llava-1.5-7b"]
+    with pytest.raises(CliError, match=r"--ids: mm_agg_qwen3-vl-2b not affected by .*epd"):
+        affected_ids(validate_args("--ids", "mm_agg_qwen3-vl-2b"), change, "cpu")
+
+
+def test_a_file_no_case_runs_is_refused() -> None:
+    readme = [Change(REPO_ROOT / "README.md", "README.md")]
+    with pytest.raises(CliError, match=r"no serve case of the cpu tier runs README\.md"):
+        affected_ids(validate_args(), readme, "cpu")
+
+
+def test_each_side_says_which_launcher_copy_ran_and_what_was_seen(tmp_path: Path) -> None:
+    changed = [Change(tmp_path / "epd.sh", EPD)]
+    failing = make_result(
+        "mm_epd_qwen3-vl-2b", "failed", Cause.NO_HEALTH_SOURCE, launcher=EPD,
+        message="encode: /health answered 503 for 30.0 s after it registered\nmore detail",
+    )  # fmt: skip
+    baseline = make_result("mm_e_pd_qwen3-vl-2b", launcher="launchers/vllm/e_pd.sh")
+    write_jsonl(tmp_path / "results.jsonl", [baseline, failing])
+    rows = side_results(tmp_path, "changed", changed)
+    assert [r["launcher"] for r in rows] == ["launchers/vllm/e_pd.sh", f"{EPD} (changed)"]
+    assert rows[1]["cause"] == (
+        "no_health_source: encode: /health answered 503 for 30.0 s after it registered"
+    )
+    assert rows[0]["cause"] is None
+    assert side_results(tmp_path / "nothing-written", "as shipped", changed) == []
+
+
+def test_the_table_has_both_runs_and_their_exit_and_wall_time(tmp_path: Path) -> None:
+    copy = tmp_path / "epd.sh"
+    copy.write_text("x")
+    changes = [Change(copy, EPD)]
+    rows = [
+        make_result("mm_epd_qwen3-vl-2b", launcher=f"{EPD} (as shipped)"),
+        make_result("mm_epd_qwen3-vl-2b", "failed", launcher=f"{EPD} (changed)"),
+    ]
+    text = render(validate_args(), changes, rows, [("as shipped", 0, 61.2), ("changed", 1, 48.9)])
+    assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in text
+    assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | wrong_answer |" in text
+    assert "| as shipped | 0 | 61 s |" in text and "| changed | 1 | 49 s |" in text
+    assert "sha256 2d711642b726" in text  # of "x": the table names the exact copy that ran
+
+
+def test_dry_run_prints_both_containers_without_a_daemon(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "epd.sh"
+    copy.write_text("#!/usr/bin/env bash\n")
+    code = main(["validate", "--image", "img", "--change", f"{copy}:{EPD}", "--dry-run",
+                 "--ids", "mm_epd_qwen3-vl-2b", "--results-dir", str(tmp_path / "v")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0
+    shipped, changed = err.split("harness validate: changed run")
+    assert f"{copy}:/workspace/{EPD}:ro" not in shipped
+    assert f"{copy}:/workspace/{EPD}:ro" in changed
+    assert (
+        "test_serve[mm_epd_qwen3-vl-2b]" in shipped and "test_serve[mm_epd_qwen3-vl-2b]" in changed
+    )
+    assert f"{tmp_path / 'v' / 'as-shipped'}:/results" in shipped
