@@ -3,7 +3,8 @@
 #
 # Usage (Debian, as root):  .ci/docker_setup.sh start | stop | status
 #   start: install docker.io and busybox-static if missing, start dockerd in the background
-#          (vfs storage, no bridge, no iptables: works in a plain VM or a privileged sandbox),
+#          (overlay2 storage where the kernel mounts overlayfs here, else vfs; no bridge, no
+#          iptables: works in a plain VM or a privileged sandbox),
 #          wait until it answers, and import serve-harness/busybox:local from a busybox rootfs
 #          (no registry needed).
 #   stop:  stop the dockerd this script started (by its pid file), never by name.
@@ -33,15 +34,33 @@ install_missing() {
   fi
 }
 
+# overlay2 shares image layers between containers; vfs copies the whole image for each one
+# (measured with the 4.4 GiB CPU-tier image: 40 s to start a container on vfs).
+storage_driver() {
+  local probe
+  probe=$(mktemp -d)
+  mkdir -p "$probe"/{lower,upper,work,merged}
+  if mount -t overlay overlay \
+    -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" "$probe/merged" 2>/dev/null; then
+    umount "$probe/merged"
+    echo overlay2
+  else
+    echo vfs
+  fi
+  rm -rf "$probe"
+}
+
 start_daemon() {
   if answers; then
     say "a docker daemon already answers; leaving it alone"
     return
   fi
   mkdir -p "$STATE"
-  say "starting dockerd (log: $LOG_FILE)"
+  local driver
+  driver=$(storage_driver)
+  say "starting dockerd, $driver storage (log: $LOG_FILE)"
   local t0=$SECONDS
-  setsid dockerd --storage-driver=vfs --bridge=none --iptables=false --ip6tables=false \
+  setsid dockerd --storage-driver="$driver" --bridge=none --iptables=false --ip6tables=false \
     --pidfile "$PID_FILE" >"$LOG_FILE" 2>&1 </dev/null &
   local launched=$!
   until answers; do

@@ -10,8 +10,9 @@
 # The base is $HARNESS_DOCKER_BASE (default debian:bookworm-slim) if it is local or can be pulled;
 # otherwise (no registry reachable, as on CI boxes) serve-harness/debian-base:bookworm is made
 # from Debian's own packages with debootstrap and `docker import` (needs root).
-# Wheels: `pip download` with this machine's pip configuration into $HARNESS_CACHE/wheelhouse
-# (kept, keyed like the venv), served to the build over loopback HTTP for as long as it runs.
+# Wheels: `pip download` with this machine's pip configuration into $HARNESS_CACHE/wheelhouse/cpu
+# (kept: a new lock downloads only the wheels it adds), served to the build over loopback HTTP
+# for as long as it runs. Engines images of older keys are removed once a new one is built.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tag=${1:-serve-harness/cpu:local}
@@ -62,15 +63,23 @@ pick_base() {
 
 fill_wheelhouse() {
   local house=$1
-  [[ -f $house/.complete ]] && return
+  [[ -f $house/.complete-$key ]] && return
   say "downloading the lock's wheels into $house"
   mkdir -p "$house"
-  "$python" -m pip download -q --no-deps -d "$house" -r "$root/requirements/cpu.lock" pip==25.3
-  touch "$house/.complete"
+  "$python" -m pip download -q --no-deps -d "$house" -r "$root/requirements/cpu.lock" pip==25.3 \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  touch "$house/.complete-$key"
+}
+
+remove_older_venv_images() {
+  local old
+  for old in $(docker image ls --format '{{.Repository}}:{{.Tag}}' serve-harness/cpu-venv); do
+    [[ $old == "$venv_image" ]] || docker image rm "$old" >/dev/null 2>&1 || true
+  done
 }
 
 build_venv_image() {
-  local house=$cache/wheelhouse/$key
+  local house=$cache/wheelhouse/cpu
   fill_wheelhouse "$house"
   local port server
   port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -87,11 +96,14 @@ build_venv_image() {
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
   trap - EXIT
+  remove_older_venv_images
 }
 
 has_image "$venv_image" || build_venv_image
 say "building $tag from $venv_image"
 docker build -q -f "$root/docker/cpu.Dockerfile" --build-arg VENV_IMAGE="$venv_image" \
   -t "$tag" "$root" >/dev/null
+# the previous build of TAG, now untagged: only images these Dockerfiles labelled
+docker image prune -f --filter label=serve-harness.image >/dev/null
 size=$(docker image inspect -f '{{.Size}}' "$tag")
 say "$tag ready in $((SECONDS - start)) s ($((size / 1024 / 1024)) MiB)"

@@ -5,6 +5,7 @@
 # host (host network), so the image holds no wheel files and needs no index of its own.
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
+LABEL serve-harness.image=cpu-venv
 COPY docker/packages.txt /tmp/packages.txt
 RUN set -e; pkgs=$(grep -v '^#' /tmp/packages.txt | tr '\n' ' '); \
     if ! dpkg -s $pkgs >/dev/null 2>&1; then \

@@ -3,6 +3,7 @@
 # mounts the host's cache (tiny models, built on first use), results dir and lease registries.
 ARG VENV_IMAGE
 FROM ${VENV_IMAGE}
+LABEL serve-harness.image=cpu
 COPY . /workspace
 ENV PATH=/workspace/.venv/bin:$PATH \
     HARNESS_TIER=cpu

@@ -9,7 +9,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.cli.common import CliError, reports_user_errors
 from harness.cli.docker_orphans import remove_orphans
@@ -122,8 +122,11 @@ def docker_client() -> Any:
     return client
 
 
-def run_in_image(spec: DockerRunSpec, results_dir: Path, client: Any) -> int:
-    """Remove what killed runs left, run the container to its end; 130 on Ctrl-C / SIGTERM."""
+def run_in_image(
+    spec: DockerRunSpec, results_dir: Path, client: Any, out: IO[bytes] | None = None
+) -> int:
+    """Remove what killed runs left, run the container to its end (its output to `out`, default
+    stdout); 130 on Ctrl-C / SIGTERM."""
     orphans = remove_orphans(client)
     if orphans:
         print(
@@ -133,7 +136,7 @@ def run_in_image(spec: DockerRunSpec, results_dir: Path, client: Any) -> int:
         )
     results_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return run_container(spec, client)
+        return run_container(spec, client, out)
     except ImageUnavailable as exc:
         raise CliError(f"--image {spec.image}: {exc}") from None
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -30,9 +31,9 @@ from harness.profiles import Tier
 from harness.report.schema import ResultsFileError, load_results
 from harness.report.tables import validation_table
 
-SERVE_TEST = "tests/serve/test_serve.py::test_serve"
+SERVE_TESTS = "tests/serve"
 SIDES = ("as shipped", "changed")
-MESSAGE_CHARS = 120  # enough for "<role> … <what was seen>" of a cause message in one table cell
+MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -78,6 +79,10 @@ def parse_change(spec: str, workdir: str) -> Change:
         raise CliError(f"--change {spec!r}: {repo_path} is not a file of this checkout")
     if Path(bind.source).is_dir():
         raise CliError(f"--change {spec!r}: {bind.source} is a directory; give a file")
+    if os.access(REPO_ROOT / repo_path, os.X_OK) and not os.access(bind.source, os.X_OK):
+        print(f"harness validate: WARNING: {bind.source} is not executable and {repo_path} is: "
+              f"its run will fail launcher_invalid (chmod +x it if that is not the change)",
+              file=sys.stderr)  # fmt: skip
     return Change(Path(bind.source), repo_path)
 
 
@@ -112,12 +117,18 @@ def side_results(results_dir: Path, side: str, changes: list[Change]) -> list[di
         raise CliError(f"{side} run: {exc}") from None
     changed = {c.repo_path for c in changes}
     for result in results:
-        if result["launcher"] in changed:
-            result["launcher"] = f"{result['launcher']} ({side})"
-        message = (result.get("message") or "").splitlines()
-        if result["cause"] and message:
-            result["cause"] = f"{result['cause']}: {message[0][:MESSAGE_CHARS]}"
+        mark = side if result["launcher"] in changed else f"unchanged, {side} run"
+        result["launcher"] = f"{result['launcher']} ({mark})"
+        if result["cause"] and result.get("message"):
+            result["cause"] = f"{result['cause']}: {first_sentence(result['message'])}"
     return results
+
+
+def first_sentence(message: str) -> str:
+    line = message.splitlines()[0]
+    end = line.find(". ")
+    text = line[: end + 1] if end >= 0 else line
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
 def render(
@@ -156,13 +167,13 @@ def run(args: argparse.Namespace) -> int:
     for side in SIDES:
         overlays = [f"{c.source}:{c.repo_path}" for c in changes] if side == "changed" else []
         results_dir = root / side.replace(" ", "-")
-        command = pytest_command(args.python, [*(f"{SERVE_TEST}[{i}]" for i in ids), *extra])
+        command = pytest_command(args.python, [SERVE_TESTS, "--ids", ",".join(ids), *extra])
         spec = container_spec(args, command, overlays, results_dir)
         print(f"harness validate: {side} run\n{spec.describe()}", file=sys.stderr, flush=True)
         if client is None:
             continue
         started = time.monotonic()
-        code = run_in_image(spec, results_dir, client)
+        code = run_in_image(spec, results_dir, client, sys.stderr.buffer)  # stdout: the table
         if code == 130:
             return 130
         runs.append((side, code, time.monotonic() - started))

@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "by --durations-from); also HARNESS_SHARD=K/N",
     )
     group.addoption(
+        "--ids",
+        default=None,
+        metavar="ID,…",
+        help="run exactly these serve ids (unlike node ids, the baselines they are judged "
+        "against are pulled in)",
+    )
+    group.addoption(
         "--durations-from",
         default=str(REPO_ROOT / "runs" / "results.jsonl"),
         help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
@@ -211,6 +218,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Serve cases after the harness's own tests, in harness.suite.case_order's order; the
     baselines a selected case needs are pulled back in (harness.suite.baseline_selection)."""
+    keep_ids(config, items)
     pull_in_baselines(config, items)
     keep_shard(config, items)
     cases = [sc for item in items if (sc := _serve_case(item)) is not None]
@@ -222,6 +230,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (0,) if sc is None else (1, *key(sc))
 
     items.sort(key=item_key)
+
+
+def keep_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--ids: keep those serve cases (each must be among the selected ones); the other serve
+    cases are deselected, which leaves them for the baseline pull-in."""
+    spec = config.getoption("--ids")
+    if not spec:
+        return
+    wanted = [test_id.strip() for test_id in spec.split(",") if test_id.strip()]
+    selected = {sc.test_id for item in items if (sc := _serve_case(item)) is not None}
+    unknown = [test_id for test_id in wanted if test_id not in selected]
+    if unknown:
+        raise pytest.UsageError(
+            f"--ids: {', '.join(unknown)} not among the selected serve cases (check -m / -k "
+            "and `python -m harness list`)"
+        )
+    dropped = [
+        item for item in items if (sc := _serve_case(item)) is not None and sc.test_id not in wanted
+    ]
+    items[:] = [item for item in items if item not in dropped]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
 
 
 def selected_shard(config: pytest.Config) -> Shard | None:

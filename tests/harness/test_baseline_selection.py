@@ -40,3 +40,26 @@ def test_collection_reports_what_it_pulled_in() -> None:
     assert "test_serve[mm_e_pd_qwen3-vl-2b]" in run.stdout
     assert ("serve-harness pulled in 2 baseline case(s) the selection left out: "
             "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b") in run.stdout  # fmt: skip
+
+
+def collect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/serve", "--collect-only", "-q",
+         "-p", "no:cacheprovider", "--tier", "cpu", *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_ids_select_exactly_those_cases_and_pull_in_their_baselines() -> None:
+    # a node id would leave the E/PD baseline out, and the case would fail for want of it
+    run = collect("--ids", "mm_epd_qwen3-vl-2b, mm_agg_llava-1.5-7b")
+    assert run.returncode == 0, run.stdout + run.stderr
+    collected = [line.split("[")[1].rstrip("]") for line in run.stdout.splitlines() if "[" in line]
+    assert sorted(collected) == ["mm_agg_llava-1.5-7b", "mm_e_pd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b"]
+    assert "pulled in 1 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b" in run.stdout
+
+
+def test_an_id_outside_the_selection_is_a_usage_error() -> None:
+    run = collect("-m", "pre_merge", "--ids", "mm_epd_llava-1.5-7b")
+    assert run.returncode == 4
+    assert "--ids: mm_epd_llava-1.5-7b not among the selected serve cases" in run.stderr

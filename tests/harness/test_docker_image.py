@@ -19,7 +19,7 @@ import pytest
 
 from harness.cli.docker_orphans import LABEL, OWNER_LABEL
 from harness.core.markers import CHECKOUT_ENV
-from harness.resources.ports import port_is_bindable, registry_file
+from harness.resources.ports import PortRegistry, port_is_bindable, registry_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_CPU_IMAGE", "serve-harness/cpu:local")
@@ -104,13 +104,9 @@ def test_a_topology_runs_inside_and_its_results_and_logs_come_back(tmp_path: Pat
     assert image_processes() == []
 
 
-def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
-    before = leased_ports()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
-         str(tmp_path / "results"), "--", AGG_CASE],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+def interrupt_once_running(proc: subprocess.Popen[str], before: set[int]) -> set[int]:
+    """Wait for the topology inside, check its leases from the host, Ctrl-C the run; the ports
+    it leased."""
     deadline = time.monotonic() + 120
     while len(image_processes()) < 3 and time.monotonic() < deadline:  # frontend, worker, launcher
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
@@ -118,10 +114,28 @@ def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
     assert len(image_processes()) >= 3, "the topology never started inside the container"
     ports = leased_ports() - before
     assert ports, "the harness inside leased no port in the host's registry"
+    # the host sees those leases' owner running (same PID namespace), so it cannot hand them out
+    assert ports <= {record.port for record in PortRegistry().leases()}
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-3000:]
     assert "container removed" in out
+    return ports
+
+
+def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
+    before = leased_ports()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
+         str(tmp_path / "results"), "--", AGG_CASE],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        ports = interrupt_once_running(proc, before)
+    finally:
+        if proc.poll() is None:  # a failed assertion must not leave the run behind
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
     assert_nothing_left(proc.pid, ports)
 
 
@@ -132,18 +146,20 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
     assert HEALTH_LINE in shipped
     unpatched = tmp_path / "disagg_multimodal_epd.sh"
     unpatched.write_text("".join(ln for ln in shipped.splitlines(True) if HEALTH_LINE not in ln))
+    unpatched.chmod(0o755)
     before = leased_ports()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "harness", "validate", "--image", IMAGE,
          "--change", f"{unpatched}:{EPD}", "--ids", "mm_epd_qwen3-vl-2b",
          "--results-dir", str(tmp_path / "v")],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    table = proc.stdout
-    assert proc.returncode == 1, table + proc.stderr[-3000:]  # the changed run's status
+    table, err = proc.communicate(timeout=900)
+    assert proc.returncode == 1, table + err[-3000:]  # the changed run's status
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in table, table
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | no_health_source: " in table
     failing = next(line for line in table.splitlines() if "(changed)" in line)
     assert "encode" in failing, failing
     assert (tmp_path / "v" / "validation.md").read_text().strip() == table.strip()
+    assert "test session starts" in err  # the containers' output, kept apart from the table
     assert_nothing_left(proc.pid, leased_ports() - before)

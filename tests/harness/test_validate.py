@@ -10,7 +10,14 @@ import pytest
 
 from harness.cli.common import CliError
 from harness.cli.main import build_parser, main
-from harness.cli.validate import Change, affected_ids, parse_change, render, side_results
+from harness.cli.validate import (
+    Change,
+    affected_ids,
+    first_sentence,
+    parse_change,
+    render,
+    side_results,
+)
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause
 from tests.harness.test_report import make_result, write_jsonl
@@ -37,6 +44,21 @@ def test_a_copy_elsewhere_names_the_path_it_replaces(tmp_path: Path) -> None:
         parse_change(f"{copy}:launchers/vllm/nope.sh", "/workspace")
     with pytest.raises(CliError, match="is a directory"):
         parse_change(f"{tmp_path}:{EPD}", "/workspace")
+
+
+def test_a_copy_that_lost_the_exec_bit_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "epd.sh"
+    copy.write_text("#!/usr/bin/env bash\n")
+    copy.chmod(0o644)
+    parse_change(f"{copy}:{EPD}", "/workspace")
+    assert "is not executable and launchers/vllm/disagg_multimodal_epd.sh is" in (
+        capsys.readouterr().err
+    )
+    copy.chmod(0o755)
+    parse_change(f"{copy}:{EPD}", "/workspace")
+    assert capsys.readouterr().err == ""
 
 
 def test_the_ids_are_the_tiers_affected_ones() -> None:
@@ -71,17 +93,23 @@ def test_each_side_says_which_launcher_copy_ran_and_what_was_seen(tmp_path: Path
     changed = [Change(tmp_path / "epd.sh", EPD)]
     failing = make_result(
         "mm_epd_qwen3-vl-2b", "failed", Cause.NO_HEALTH_SOURCE, launcher=EPD,
-        message="encode: /health answered 503 for 30.0 s after it registered\nmore detail",
+        message="encode: /health answered 503 for 30.0 s. Registered at 2.0 s\nmore detail",
     )  # fmt: skip
     baseline = make_result("mm_e_pd_qwen3-vl-2b", launcher="launchers/vllm/e_pd.sh")
     write_jsonl(tmp_path / "results.jsonl", [baseline, failing])
     rows = side_results(tmp_path, "changed", changed)
-    assert [r["launcher"] for r in rows] == ["launchers/vllm/e_pd.sh", f"{EPD} (changed)"]
-    assert rows[1]["cause"] == (
-        "no_health_source: encode: /health answered 503 for 30.0 s after it registered"
-    )
+    assert [r["launcher"] for r in rows] == [
+        "launchers/vllm/e_pd.sh (unchanged, changed run)",
+        f"{EPD} (changed)",
+    ]
+    assert rows[1]["cause"] == "no_health_source: encode: /health answered 503 for 30.0 s."
     assert rows[0]["cause"] is None
     assert side_results(tmp_path / "nothing-written", "as shipped", changed) == []
+
+
+def test_a_long_message_is_cut_to_one_cell() -> None:
+    assert first_sentence("x" * 300 + ". more") == "x" * 159 + "…"
+    assert first_sentence("no stop here\nsecond line") == "no stop here"
 
 
 def test_the_table_has_both_runs_and_their_exit_and_wall_time(tmp_path: Path) -> None:
@@ -111,7 +139,6 @@ def test_dry_run_prints_both_containers_without_a_daemon(
     shipped, changed = err.split("harness validate: changed run")
     assert f"{copy}:/workspace/{EPD}:ro" not in shipped
     assert f"{copy}:/workspace/{EPD}:ro" in changed
-    assert (
-        "test_serve[mm_epd_qwen3-vl-2b]" in shipped and "test_serve[mm_epd_qwen3-vl-2b]" in changed
-    )
+    selection = "pytest tests/serve --ids mm_epd_qwen3-vl-2b --results"  # baselines pulled in
+    assert selection in shipped and selection in changed
     assert f"{tmp_path / 'v' / 'as-shipped'}:/results" in shipped
