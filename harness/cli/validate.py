@@ -29,7 +29,7 @@ from harness.cli.docker_run import DockerRunError, parse_overlay, pytest_command
 from harness.core.paths import REPO_ROOT, runs_dir
 from harness.profiles import Tier
 from harness.report.schema import ResultsFileError, load_results
-from harness.report.tables import validation_table
+from harness.report.tables import compare_table, validation_table
 
 SERVE_TESTS = "tests/serve"
 SIDES = ("as shipped", "changed")
@@ -134,16 +134,22 @@ def first_sentence(message: str) -> str:
 def render(
     args: argparse.Namespace,
     changes: list[Change],
-    rows: list[dict[str, Any]],
+    rows: dict[str, list[dict[str, Any]]],
     runs: list[tuple[str, int, float]],
 ) -> str:
+    """The validation table (every row of both runs), the per-id comparison (A: as shipped,
+    B: changed) and each run's exit status and wall time."""
     lines = [
         f"### Validation: {', '.join(c.repo_path for c in changes)}",
         "",
         f"Image `{args.image}`; changed: "
         + ", ".join(f"`{c.repo_path}` ← `{c.source.name}` (sha256 {c.digest()})" for c in changes),
         "",
-        validation_table(rows, "md"),
+        validation_table([row for side in SIDES for row in rows.get(side, [])], "md"),
+        "",
+        "A: as shipped, B: changed",
+        "",
+        compare_table(rows.get(SIDES[0], []), rows.get(SIDES[1], []), "md"),
         "",
         "| run | exit | wall time |",
         "|---|---|---|",
@@ -162,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}",
           file=sys.stderr)  # fmt: skip
     client = None if args.dry_run else docker_client()
-    rows: list[dict[str, Any]] = []
+    rows: dict[str, list[dict[str, Any]]] = {}
     runs: list[tuple[str, int, float]] = []
     for side in SIDES:
         overlays = [f"{c.source}:{c.repo_path}" for c in changes] if side == "changed" else []
@@ -177,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         if code == 130:
             return 130
         runs.append((side, code, time.monotonic() - started))
-        rows += side_results(results_dir, side, changes)
+        rows[side] = side_results(results_dir, side, changes)
     if client is None:
         return 0
     text = render(args, changes, rows, runs)

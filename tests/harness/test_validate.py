@@ -116,13 +116,16 @@ def test_the_table_has_both_runs_and_their_exit_and_wall_time(tmp_path: Path) ->
     copy = tmp_path / "epd.sh"
     copy.write_text("x")
     changes = [Change(copy, EPD)]
-    rows = [
-        make_result("mm_epd_qwen3-vl-2b", launcher=f"{EPD} (as shipped)"),
-        make_result("mm_epd_qwen3-vl-2b", "failed", launcher=f"{EPD} (changed)"),
-    ]
+    rows = {
+        "as shipped": [make_result("mm_epd_qwen3-vl-2b", launcher=f"{EPD} (as shipped)")],
+        "changed": [make_result("mm_epd_qwen3-vl-2b", "failed", launcher=f"{EPD} (changed)")],
+    }
     text = render(validate_args(), changes, rows, [("as shipped", 0, 61.2), ("changed", 1, 48.9)])
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in text
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | wrong_answer |" in text
+    compared = text.replace("|  |", "| |")
+    assert "| mm_epd_qwen3-vl-2b | passed | failed | | wrong_answer |" in compared
+    assert "regressed" in text
     assert "| as shipped | 0 | 61 s |" in text and "| changed | 1 | 49 s |" in text
     assert "sha256 2d711642b726" in text  # of "x": the table names the exact copy that ran
 
