@@ -1,6 +1,6 @@
-"""The CPU-tier serving image for real: a topology launched inside the container, results and
-per-role logs back on the host, nothing left after Ctrl-C, and the validation recipe (the shipped
-E/P/D launcher vs a copy without its encode health line). Skipped, with the reason, when no
+"""The CPU-tier serving image for real: nothing left after Ctrl-C (container, processes, ports),
+and the validation recipe (the shipped E/P/D launcher vs a copy without its encode health line)
+with results and per-role logs back on the host. Skipped, with the reason, when no
 daemon answers or the image was not built (docker/build-cpu-image.sh)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from harness.cli.docker_orphans import LABEL, OWNER_LABEL
 from harness.core.markers import CHECKOUT_ENV
 from harness.resources.ports import PortRegistry, port_is_bindable, registry_file
+from tests.harness.docker_daemon import client_with_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_CPU_IMAGE", "serve-harness/cpu:local")
@@ -27,24 +28,10 @@ IMAGE_CHECKOUT = "/workspace"  # where cpu.Dockerfile puts the checkout: its pro
 EPD = "launchers/vllm/disagg_multimodal_epd.sh"
 HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
 AGG_CASE = "tests/serve/test_serve.py::test_serve[mm_agg_qwen3-vl-2b]"
+EPD_CASE = "mm_epd_llava-1.5-7b"  # an E/P/D id judged on its own: one launch per run
 
 
-def client_or_reason() -> tuple[Any, str]:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # no SDK, no socket, daemon down: all mean "cannot run here"
-        return None, f"no Docker daemon answers ({type(exc).__name__}); .ci/docker_setup.sh start"
-    try:
-        client.images.get(IMAGE)
-    except Exception:
-        return None, f"image {IMAGE} not built; run docker/build-cpu-image.sh"
-    return client, ""
-
-
-CLIENT, SKIP_REASON = client_or_reason()
+CLIENT, SKIP_REASON = client_with_image(IMAGE, "run docker/build-cpu-image.sh")
 pytestmark = [
     pytest.mark.heavy,
     pytest.mark.vllm,
@@ -84,24 +71,6 @@ def assert_nothing_left(owner_pid: int, ports: set[int]) -> None:
     assert image_processes() == []
     assert containers_of(owner_pid) == []
     assert [p for p in ports if not port_is_bindable(p)] == []
-
-
-def test_a_topology_runs_inside_and_its_results_and_logs_come_back(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
-         str(results), "--", AGG_CASE],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    records = [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines()]
-    assert [(r["test_id"], r["outcome"], r["tier"]) for r in records] == [
-        ("mm_agg_qwen3-vl-2b", "passed", "cpu")
-    ]
-    assert (results / "junit.xml").is_file()
-    role_logs = sorted(p.name for p in results.rglob("*.log"))
-    assert "worker.log" in role_logs and "frontend.log" in role_logs, role_logs
-    assert image_processes() == []
 
 
 def interrupt_once_running(proc: subprocess.Popen[str], before: set[int]) -> set[int]:
@@ -150,16 +119,21 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
     before = leased_ports()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness", "validate", "--image", IMAGE,
-         "--change", f"{unpatched}:{EPD}", "--ids", "mm_epd_qwen3-vl-2b",
+         "--change", f"{unpatched}:{EPD}", "--ids", EPD_CASE,
          "--results-dir", str(tmp_path / "v")],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     table, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, table + err[-3000:]  # the changed run's status
-    assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in table, table
-    assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | no_health_source: " in table
+    assert f"| {EPD_CASE} | {EPD} (as shipped) | cpu | passed |" in table, table
+    assert f"| {EPD_CASE} | {EPD} (changed) | cpu | failed | no_health_source: " in table
     failing = next(line for line in table.splitlines() if "(changed)" in line)
     assert "encode" in failing, failing
     assert (tmp_path / "v" / "validation.md").read_text().strip() == table.strip()
+    for side in ("as-shipped", "changed"):  # results and every role's log came back to the host
+        records = (tmp_path / "v" / side / "results.jsonl").read_text().splitlines()
+        assert [json.loads(line)["test_id"] for line in records] == [EPD_CASE]
+        logs = {p.name for p in (tmp_path / "v" / side).rglob("*.log")}
+        assert {"frontend.log", "encode.log", "prefill.log", "decode.log"} <= logs, logs
     assert "test session starts" in err  # the containers' output, kept apart from the table
     assert_nothing_left(proc.pid, leased_ports() - before)

@@ -16,31 +16,13 @@ from typing import Any
 import pytest
 
 from harness.cli.docker_orphans import LABEL, OWNER_LABEL
+from tests.harness.docker_daemon import client_with_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_DOCKER_IMAGE", "serve-harness/busybox:local")
 
 
-def docker_client_or_reason() -> tuple[Any, str]:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # no SDK, no socket, daemon down: all mean "cannot run here"
-        return (
-            None,
-            f"no Docker daemon answers ({type(exc).__name__}: {exc}); "
-            "run .ci/docker_setup.sh start",
-        )
-    try:
-        client.images.get(IMAGE)
-    except Exception:
-        return None, f"image {IMAGE} missing; run .ci/docker_setup.sh start to import it"
-    return client, ""
-
-
-CLIENT, SKIP_REASON = docker_client_or_reason()
+CLIENT, SKIP_REASON = client_with_image(IMAGE, "run .ci/docker_setup.sh start to import it")
 pytestmark = pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON)
 
 
