@@ -76,8 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ids",
         default=None,
         metavar="ID,…",
-        help="run exactly these serve ids (unlike node ids, the baselines they are judged "
-        "against are pulled in)",
+        help="run exactly these serve ids and nothing else (unlike node ids, the baselines they "
+        "are judged against are pulled in)",
     )
     group.addoption(
         "--durations-from",
@@ -233,8 +233,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def keep_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--ids: keep those serve cases (each must be among the selected ones); the other serve
-    cases are deselected, which leaves them for the baseline pull-in."""
+    """--ids: keep exactly those serve cases (each must be among the selected ones); every
+    other item is deselected, which leaves the other serve cases for the baseline pull-in."""
     spec = config.getoption("--ids")
     if not spec:
         return
@@ -247,7 +247,7 @@ def keep_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
             "and `python -m harness list`)"
         )
     dropped = [
-        item for item in items if (sc := _serve_case(item)) is not None and sc.test_id not in wanted
+        item for item in items if (sc := _serve_case(item)) is None or sc.test_id not in wanted
     ]
     items[:] = [item for item in items if item not in dropped]
     if dropped:

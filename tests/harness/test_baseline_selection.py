@@ -42,9 +42,9 @@ def test_collection_reports_what_it_pulled_in() -> None:
             "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b") in run.stdout  # fmt: skip
 
 
-def collect(*args: str) -> subprocess.CompletedProcess[str]:
+def collect(*args: str, path: str = "tests/serve") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/serve", "--collect-only", "-q",
+        [sys.executable, "-m", "pytest", path, "--collect-only", "-q",
          "-p", "no:cacheprovider", "--tier", "cpu", *args],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -57,6 +57,14 @@ def test_ids_select_exactly_those_cases_and_pull_in_their_baselines() -> None:
     collected = [line.split("[")[1].rstrip("]") for line in run.stdout.splitlines() if "[" in line]
     assert sorted(collected) == ["mm_agg_llava-1.5-7b", "mm_e_pd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b"]
     assert "pulled in 1 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b" in run.stdout
+
+
+def test_ids_leave_out_the_harness_tests_beside_them() -> None:
+    run = collect("--ids", "mm_agg_llava-1.5-7b", path="tests")  # as `harness docker -- --ids`
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [line for line in run.stdout.splitlines() if "::" in line] == [
+        "tests/serve/test_serve.py::test_serve[mm_agg_llava-1.5-7b]"
+    ]
 
 
 def test_an_id_outside_the_selection_is_a_usage_error() -> None:
