@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--image", required=True, help="image to run, e.g. dynamo:latest-vllm")
+    add_container_options(parser, image_help="image to run, e.g. dynamo:latest-vllm")
     parser.add_argument(
         "--overlay",
         action="append",
@@ -43,7 +43,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SRC[:DST]",
         help="mount SRC read-only over DST (default: SRC's repo path under --workdir)",
     )
-    add_container_options(parser)
     parser.add_argument(
         "--command",
         dest="shell_command",
@@ -53,8 +52,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_container_options(parser: argparse.ArgumentParser) -> None:
-    """How to run the image (shared with `harness validate`)."""
+def add_container_options(parser: argparse.ArgumentParser, image_help: str) -> None:
+    """Which image and how to run it (shared with `harness validate`)."""
+    parser.add_argument("--image", required=True, help=image_help)
     parser.add_argument("--gpus", help="'all' or a count (default: none)")
     parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
     parser.add_argument(

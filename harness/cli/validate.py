@@ -43,7 +43,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--image", required=True, help="image holding the checkout at --workdir")
     parser.add_argument(
         "--change",
         action="append",
@@ -53,7 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--ids", help="comma-separated subset of the affected ids to run")
     parser.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
-    add_container_options(parser)
+    add_container_options(parser, image_help="image holding the checkout at --workdir")
     add_profiles_option(parser)
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest arguments")
     return parser
