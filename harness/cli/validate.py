@@ -3,7 +3,11 @@ the serve ids a change affects, run twice in the image (as shipped, then with th
 overlaid) and the validation table, in markdown ready to paste into a PR description.
 
 The recipe upstream used to prove its encode-health fix: mount the changed launcher into the CI
-image, run the affected tests unpatched and patched, compare. Exit status: the changed run's."""
+image, run the affected tests unpatched and patched, compare. Exit status: the changed run's.
+
+`--dynamo-patch FILE` is the same on this machine, no image: the patch (site-packages paths)
+made into a checkout of the installed Dynamo's Python, run against the installed one on the
+CPU tier with `--strict-defects` on both sides (validate_local.py)."""
 
 from __future__ import annotations
 
@@ -26,14 +30,13 @@ from harness.cli.docker import (
     run_in_image,
 )
 from harness.cli.docker_run import DockerRunError, parse_overlay, pytest_command
+from harness.cli.validate_local import SERVE_TESTS, first_sentence, run_local
 from harness.core.paths import REPO_ROOT, runs_dir
 from harness.profiles import Tier
 from harness.report.schema import ResultsFileError, load_results
 from harness.report.tables import compare_table, validation_table
 
-SERVE_TESTS = "tests/serve"
 SIDES = ("as shipped", "changed")
-MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -46,13 +49,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--change",
         action="append",
-        required=True,
+        default=[],
         metavar="SRC[:DST]",
         help="changed file SRC replacing the repo path DST (default: SRC's own repo path)",
     )
+    parser.add_argument(
+        "--dynamo-patch",
+        type=Path,
+        metavar="FILE",
+        help="no image: a patch to the installed Dynamo's Python (site-packages paths), run "
+        "on this machine against the installed one (default ids: those whose declared upstream "
+        "defect is rooted in a file it touches)",
+    )
     parser.add_argument("--ids", help="comma-separated subset of the affected ids to run")
     parser.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
-    add_container_options(parser, image_help="image holding the checkout at --workdir")
+    add_container_options(
+        parser, image_help="image holding the checkout at --workdir", required=False
+    )
     add_profiles_option(parser)
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest arguments")
     return parser
@@ -123,13 +136,6 @@ def side_results(results_dir: Path, side: str, changes: list[Change]) -> list[di
     return results
 
 
-def first_sentence(message: str) -> str:
-    line = message.splitlines()[0]
-    end = line.find(". ")
-    text = line[: end + 1] if end >= 0 else line
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
-
-
 def render(
     args: argparse.Namespace,
     changes: list[Change],
@@ -159,6 +165,12 @@ def render(
 
 @reports_user_errors
 def run(args: argparse.Namespace) -> int:
+    if args.dynamo_patch is not None:
+        if args.image or args.change:
+            raise CliError("--dynamo-patch runs on this machine: give it without --image/--change")
+        return run_local(args)
+    if not args.image or not args.change:
+        raise CliError("give --image and --change (or --dynamo-patch, to run here)")
     changes = [parse_change(spec, args.workdir) for spec in args.change]
     tier: Tier = args.tier or ("gpu" if args.gpus else "cpu")
     ids = affected_ids(args, changes, tier)

@@ -39,18 +39,25 @@ def request_oracles(request: RequestSpec, tier: Tier) -> RequestOracles:
     cpu = request.cpu
     if cpu.status != 200:
         return RequestOracles(cpu.status, (), ())
-    form = ["structure", *(["prompt tokens"] if cpu.prompt_tokens else []), "path"]
+    defect = cpu.known_defect.oracles if cpu.known_defect else []
+    form = ["structure"]
+    if cpu.prompt_tokens:
+        form.append(_declared("prompt tokens", "prompt_tokens" in defect))
+    form += [_declared("role prompts", "role_prompts" in defect), "path"]
     content = [f"same as {cpu.same_as}"] if cpu.same_as else []
     relations = relation_names(request, tier)
-    defect = cpu.known_defect.oracles if cpu.known_defect else []
     if "hf_reference" in defect:  # an oracle that must show the defect does not vouch for it
-        form.append("known defect: differs from the HF reference")
+        form.append(_declared("matches the model's own answer", True))
     else:
-        content.append("matches the HF reference")
+        content.append("matches the model's own answer")
     if "other_media" in defect:
-        form += [f"known defect: {r}" for r in relations if r.startswith("other media")]
+        form += [_declared(r, True) for r in relations if r.startswith("other media")]
         relations = [r for r in relations if not r.startswith("other media")]
     return RequestOracles(200, tuple(form), (*content, *relations))
+
+
+def _declared(oracle: str, declared: bool) -> str:
+    return f"{oracle} (fails: declared upstream defect)" if declared else oracle
 
 
 def case_oracles(case: CaseSpec, tier: Tier) -> list[RequestOracles]:

@@ -37,9 +37,53 @@ def load_profile(path: Path, root: Path) -> Profile:
     if not launcher.is_file():
         raise ProfileError(f"{path}: launcher: no such file {launcher}")
     unread = unread_port_vars(profile, text_with_used_files(launcher))
+    unread += unproven_defects(profile, root)
     if unread:
         raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile
+
+
+def unproven_defects(profile: Profile, root: Path) -> list[tuple[str, str]]:
+    """(field, problem) for each declared defect whose proof is not in the docs: the file must
+    exist and hold a heading with the anchor, and that section must name the test id."""
+    problems = []
+    for i, case in enumerate(profile.cases):
+        requests = [("", case), *((f".follow_ups[{j}]", f) for j, f in enumerate(case.follow_ups))]
+        for where, request in requests:
+            defect = request.cpu.known_defect
+            if defect is None:
+                continue
+            field = f"cases[{i}]{where}.cpu.known_defect.proof"
+            doc, _, anchor = defect.proof.partition("#")
+            section = markdown_section(root / doc, anchor)
+            if section is None:
+                problems.append((field, f"{defect.proof}: no such file or heading"))
+            elif profile.test_id(case) not in section:
+                problems.append((field, f"{defect.proof} does not name {profile.test_id(case)}"))
+    return problems
+
+
+def markdown_section(doc: Path, anchor: str) -> str | None:
+    """The text under the heading whose GitHub anchor is `anchor`, up to the next heading of the
+    same or a higher level; None if the file or the heading is missing."""
+    if not doc.is_file():
+        return None
+    lines = doc.read_text().splitlines()
+    levels = [len(line) - len(line.lstrip("#")) if line.startswith("#") else 0 for line in lines]
+    for i, line in enumerate(lines):
+        if levels[i] and heading_anchor(line[levels[i] :]) == anchor:
+            ends = (j for j in range(i + 1, len(lines)) if 0 < levels[j] <= levels[i])
+            return "\n".join(lines[i : next(ends, len(lines))])
+    return None
+
+
+def heading_anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens.
+    >>> heading_anchor(" LLaVA encoder: feature layer & CLS row")
+    'llava-encoder-feature-layer--cls-row'
+    """
+    text = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return text.replace(" ", "-")
 
 
 def unread_port_vars(profile: Profile, launcher_text: str) -> list[tuple[str, str]]:

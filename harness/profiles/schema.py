@@ -68,20 +68,47 @@ class GpuExpect(Strict):
         return _check_refusal(self, content_fields=("all_of", "any_of", "alt_any_of"))
 
 
-class KnownDefect(Strict):
-    """A defect of the stack under test that a request shows on the CPU tier: each oracle named
-    in `oracles` must FAIL on it (and fails the case once it passes: the defect is gone);
-    every other oracle judges as usual. `why` holds the evidence."""
+DefectOracle = Literal["hf_reference", "other_media", "prompt_tokens", "role_prompts"]
+# Where a declared defect's unpatched-versus-patched proof lives (docs/upstream-defects.md).
+DEFECT_PROOF = re.compile(r"^docs/[\w./-]+\.md#[a-z0-9-]+$")
 
-    why: str = Field(min_length=20)
-    oracles: list[Literal["hf_reference", "other_media"]] = Field(min_length=1)
+
+class RootCause(Strict):
+    """Where the code under test computes something other than the model: the file (as in the
+    installed package, e.g. `dynamo/vllm/multimodal_utils/encode_utils.py`), the function, what
+    it computes and what the model itself computes there."""
+
+    file: str = Field(pattern=r"^[\w./-]+\.py$")
+    function: str = Field(pattern=r"^[A-Za-z_][\w.]*$")
+    computes: str = Field(min_length=20)
+    model_computes: str = Field(min_length=20)
+
+    def describe(self) -> str:
+        return (
+            f"{self.file} {self.function}() computes {self.computes}; "
+            f"the model computes {self.model_computes}"
+        )
+
+
+class KnownDefect(Strict):
+    """An upstream defect a request shows on the CPU tier, named at its root and proven by an
+    unpatched-versus-patched run (`proof`: the table and the patch in docs/). Each oracle in
+    `oracles` must FAIL on it (the case fails once it passes: the defect is gone, remove the
+    declaration); every other oracle judges as usual."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    root_cause: RootCause
+    effect: str = Field(min_length=20)  # the measured effect on the answer
+    proof: str = Field(pattern=DEFECT_PROOF.pattern)
+    oracles: list[DefectOracle] = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"upstream defect {self.id}: {self.root_cause.describe()} ({self.proof})"
 
 
 class CpuExpect(Strict):
     status: int = 200
     prompt_tokens: bool = True
-    # A known, explained divergence from the HF processor's count (say why in the profile).
-    prompt_tokens_offset: int = 0
     same_as: str | None = None
     error_contains: str | None = None
     known_defect: KnownDefect | None = None
@@ -90,7 +117,7 @@ class CpuExpect(Strict):
     def _refusals_say_why(self) -> CpuExpect:
         return _check_refusal(
             self,
-            content_fields=("prompt_tokens", "prompt_tokens_offset", "same_as", "known_defect"),
+            content_fields=("prompt_tokens", "same_as", "known_defect"),
         )
 
 

@@ -1,44 +1,83 @@
-"""Each Dynamo worker's own request counter, scraped from its system port's /metrics.
+"""Each Dynamo worker's own counters, scraped from its system port's /metrics.
 
 Dynamo's work handler counts every request an endpoint takes in
 `dynamo_component_requests_total{dynamo_component=…, dynamo_endpoint="generate"}` (ai-dynamo
-1.6.1). Read before and after a request, it says which roles served it: the path oracle's input.
+1.6.1), and a vLLM worker's engine counts the prompt tokens it ran in `vllm:prompt_tokens_total`
+(vLLM 0.31's own metric, served on the same port by dynamo.vllm). Read before and after a
+request, they say which roles served it (the path oracle) and how long a prompt each role ran
+(the role-prompts oracle: an E/P/D decode worker must run the prompt whose KV it imported).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import requests
 
 REQUESTS_TOTAL = "dynamo_component_requests_total"
+PROMPT_TOKENS_TOTAL = "vllm:prompt_tokens_total"
 SERVING_ENDPOINT = "generate"
 SCRAPE_TIMEOUT_S = 2.0
 
 
-def generate_requests(text: str) -> float:
-    """The `generate` requests a worker's /metrics text counts (all label sets summed).
+@dataclass(frozen=True)
+class WorkerCounters:
+    requests: float  # `generate` requests taken
+    prompt_tokens: float | None  # prompt tokens its engine ran; None: no vLLM engine there
 
-    >>> generate_requests('dynamo_component_requests_total{dynamo_component="encode",'
-    ...                   'dynamo_endpoint="generate"} 3')
-    3.0
+
+def parse_counters(text: str) -> WorkerCounters:
+    """The counters one worker's /metrics text holds (all label sets summed).
+
+    >>> parse_counters('dynamo_component_requests_total{dynamo_component="encode",'
+    ...                'dynamo_endpoint="generate"} 3')
+    WorkerCounters(requests=3.0, prompt_tokens=None)
     """
     from prometheus_client.parser import text_string_to_metric_families
 
-    total = 0.0
+    served, prompt = 0.0, None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if (
-                sample.name == REQUESTS_TOTAL
-                and sample.labels.get("dynamo_endpoint") == SERVING_ENDPOINT
-            ):
-                total += sample.value
-    return total
+            if sample.labels.get("dynamo_endpoint", SERVING_ENDPOINT) != SERVING_ENDPOINT:
+                continue
+            if sample.name == REQUESTS_TOTAL:
+                served += sample.value
+            elif sample.name == PROMPT_TOKENS_TOTAL:
+                prompt = (prompt or 0.0) + sample.value
+    return WorkerCounters(served, prompt)
 
 
-def scrape(url: str, session: requests.Session | None = None) -> float | None:
-    """`generate_requests` of one worker's /metrics URL, or None if it does not answer."""
+def generate_requests(text: str) -> float:
+    """The `generate` requests a worker's /metrics text counts."""
+    return parse_counters(text).requests
+
+
+def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters | None:
+    """`parse_counters` of one worker's /metrics URL, or None if it does not answer."""
     http = session or requests
     try:
         resp = http.get(url, timeout=SCRAPE_TIMEOUT_S)
     except requests.RequestException:
         return None
-    return generate_requests(resp.text) if resp.ok else None
+    return parse_counters(resp.text) if resp.ok else None
+
+
+def requests_of(counters: dict[str, WorkerCounters | None]) -> dict[str, float | None]:
+    """Each role's request counter of a snapshot (None where /metrics did not answer)."""
+    return {role: (c.requests if c else None) for role, c in counters.items()}
+
+
+def prompt_tokens_ran(
+    before: dict[str, WorkerCounters | None], after: dict[str, WorkerCounters | None]
+) -> dict[str, int]:
+    """The prompt tokens each engine role ran between two snapshots, for roles that took a
+    request in between (a replica that served nothing, or a role without an engine, is left out).
+    Example (E/P/D LLaVA, one image request): {"prefill": 115, "decode": 114}."""
+    ran = {}
+    for role, end in after.items():
+        start = before.get(role)
+        if start is None or end is None or end.prompt_tokens is None:
+            continue
+        if end.requests > start.requests:
+            ran[role] = int(end.prompt_tokens - (start.prompt_tokens or 0.0))
+    return ran

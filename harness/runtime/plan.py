@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.core.secrets import redact_env, scrub_text
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
+from harness.runtime.dynamo_src import DynamoSource
 from harness.runtime.launch_env import launcher_env
 
 EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
@@ -57,6 +58,7 @@ class LaunchPlan:
     signature: str
     env: Mapping[str, str] = field(repr=False)
     frontend: str | None = None  # target mode: the deployed frontend's URL
+    dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
 
     @property
     def argv(self) -> list[str]:
@@ -169,6 +171,7 @@ def resolve(
     if missing:
         raise ValueError(f"profile {profile.name}: no port leased for {missing}")
     served = profile.model.gpu
+    source = DynamoSource.from_env(base_env)
     env = launcher_env(
         tier=tier,
         model=model,
@@ -180,6 +183,8 @@ def resolve(
         marker_env=marker_env,
         base=base_env,
     )
+    if source is not None:
+        env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
     return LaunchPlan(
         profile=profile.name,
         tier=tier,
@@ -195,4 +200,5 @@ def resolve(
         topology_id=topology_id,
         signature=launch_signature(profile, tier, case),
         env=env,
+        dynamo_src=source,
     )

@@ -12,6 +12,7 @@ A phase sees the running topology only through `Observed`, so this module does n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import psutil
@@ -19,6 +20,7 @@ import requests
 
 from harness.core.verdict import Cause, TopologyFailure
 from harness.runtime.discovery import model_cards, registered_cards, registered_components
+from harness.runtime.dynamo_src import import_records
 from harness.runtime.health import HealthSample, HealthTimeline
 from harness.runtime.listeners import exposed_listeners
 from harness.runtime.plan import LaunchPlan
@@ -261,15 +263,61 @@ class LoopbackOnly(Phase):
         return "the loopback check"
 
 
+class RanDynamoSource(Phase):
+    """With `--dynamo-src`: every frontend and worker role loaded each `dynamo.<package>` the
+    checkout carries from the checkout, as its own import recorder wrote down (dynamo_src.py);
+    packages the checkout lacks come from the installed wheel. Checked once the model is listed,
+    when every role has long imported its engine package."""
+
+    name = "ran_dynamo_src"
+
+    def done(self, topo: Observed) -> bool:
+        source = topo.plan.dynamo_src
+        assert source is not None
+        records = import_records(topo.plan.log_dir)
+        for role in topo.plan.roles:
+            if role.kind == "aux":
+                continue
+            pid = role_pid(topo.plan.log_dir, role.name)
+            loaded = records.get(pid, {}) if pid is not None else {}
+            elsewhere = {
+                m: f for m, f in loaded.items() if source.in_checkout(m) and not source.owns(f)
+            }
+            if not loaded or elsewhere:
+                what = (f"loaded {', '.join(f'{m} from {f}' for m, f in elsewhere.items())}"
+                        if elsewhere else "recorded no dynamo import (the harness's recorder "
+                        "was not on its path)")  # fmt: skip
+                raise topo.failure(
+                    Cause.LAUNCHER_INVALID,
+                    f"role '{role.name}' (pid {pid}) did not run the checkout's Python under "
+                    f"{source.python_dir}: it {what}; the launcher must keep PYTHONPATH and "
+                    "start roles with the harness's python",
+                    role=role.name,
+                )
+        return True
+
+    def waiting_for(self, topo: Observed) -> str:
+        return "the roles' import records"
+
+
+def role_pid(log_dir: Path, role: str) -> int | None:
+    """The pid the launcher wrote for a role (launchers/lib/common.sh start_role)."""
+    try:
+        return int((log_dir / f"{role}.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def media_kinds(body: dict[str, Any]) -> list[str]:
     return [p["type"] for m in body.get("messages", []) for p in m.get("content", [])
             if isinstance(p, dict) and p.get("type") != "text"]  # fmt: skip
 
 
-def default_phases(warmups: Sequence[dict[str, Any]]) -> list[Phase]:
+def default_phases(warmups: Sequence[dict[str, Any]], dynamo_src: bool = False) -> list[Phase]:
     return [
         WorkersHealthy(),
         ModelListed(),
+        *([RanDynamoSource()] if dynamo_src else []),
         RegisteredAsPlanned(),
         WarmedUp(warmups),
         LoopbackOnly(),

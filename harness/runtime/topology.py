@@ -17,7 +17,7 @@ from harness.core.markers import TOPOLOGY_ID_ENV, topology_marker
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.runtime.footprint import tree_rss_mib
-from harness.runtime.generate_counter import scrape
+from harness.runtime.generate_counter import WorkerCounters, requests_of, scrape
 from harness.runtime.health import HealthSample, HealthTimeline, probe
 from harness.runtime.launch_env import SCRATCH_SUBDIRS
 from harness.runtime.launcher_check import check_launcher
@@ -53,7 +53,11 @@ class Topology:
         on_release: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
-        self.phases = list(phases) if phases is not None else default_phases(warmups)
+        self.phases = (
+            list(phases)
+            if phases is not None
+            else default_phases(warmups, dynamo_src=plan.dynamo_src is not None)
+        )
         self.timeline = HealthTimeline()
         self.roles = RoleTable(plan)
         self.reaper = ProcessReaper()
@@ -235,11 +239,15 @@ class Topology:
                     out[role.name] = "exited" if role.name in self.roles.exited() else "running"
         return out
 
-    def request_counts(self) -> dict[str, float | None]:
-        """Each worker's `generate` request counter now (None: its /metrics did not answer)."""
+    def role_counters(self) -> dict[str, WorkerCounters | None]:
+        """Each worker's counters now (None: its /metrics did not answer)."""
         return {
             r.name: scrape(r.metrics_url, self._http) for r in self.plan.workers if r.metrics_url
         }
+
+    def request_counts(self) -> dict[str, float | None]:
+        """Each worker's `generate` request counter now (None: its /metrics did not answer)."""
+        return requests_of(self.role_counters())
 
     def listed_models(self) -> list[str]:
         try:

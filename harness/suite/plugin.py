@@ -24,6 +24,7 @@ from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
 from harness.resources.memory_plan import GIB, plan_memory
 from harness.resources.tier import detect_tier
+from harness.runtime.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 from harness.runtime.launch import launch, new_run_dir
 from harness.runtime.launch_env import remove_scratch_of
 from harness.runtime.plan import launcher_args
@@ -80,10 +81,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "are judged against are pulled in)",
     )
     group.addoption(
+        "--dynamo-src",
+        default=os.environ.get(DYNAMO_SRC_ENV) or None,
+        metavar="PATH",
+        help="a Dynamo checkout whose Python every role runs (PATH/components/src ahead of the "
+        "installed wheel; each role's import is recorded and checked); also HARNESS_DYNAMO_SRC",
+    )
+    group.addoption(
+        "--strict-defects",
+        action="store_true",
+        default=os.environ.get("HARNESS_STRICT_DEFECTS") == "1",
+        help="a declared upstream defect (known_defect) excuses nothing: its oracles fail, naming "
+        "it (the unpatched side of an unpatched-versus-patched run); also HARNESS_STRICT_DEFECTS=1",
+    )
+    group.addoption(
         "--durations-from",
         default=str(REPO_ROOT / "runs" / "results.jsonl"),
         help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
     )
+
+
+def use_dynamo_src(path: str | None) -> None:
+    """Every launch of this session runs the checkout's Python (launch_env reads the variable)."""
+    if not path:
+        return
+    source = DynamoSource(Path(path).resolve())
+    try:
+        source.check()
+    except DynamoSourceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    os.environ[DYNAMO_SRC_ENV] = str(source.root)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,6 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = (
         target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
     )
+    use_dynamo_src(config.getoption("--dynamo-src"))
     config.harness_target = target  # type: ignore[attr-defined]
     config.harness_tier = tier  # type: ignore[attr-defined]
     config.harness_gpus = inventory  # type: ignore[attr-defined]
@@ -386,6 +414,7 @@ def serve_run(
         )
         # a deployed target has no other topology in this session to compare with
         judge.cross_topology = request.config.harness_target is None  # type: ignore[attr-defined]
+        judge.excuse_defects = not request.config.getoption("--strict-defects")
         return judge
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:

