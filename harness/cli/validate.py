@@ -30,11 +30,9 @@ from harness.cli.docker import (
     run_in_image,
 )
 from harness.cli.docker_run import DockerRunError, parse_overlay, pytest_command
-from harness.cli.validate_local import SERVE_TESTS, first_sentence, run_local
+from harness.cli.validate_local import SERVE_TESTS, render_sides, run_local, side_rows
 from harness.core.paths import REPO_ROOT, runs_dir
 from harness.profiles import Tier
-from harness.report.schema import ResultsFileError, load_results
-from harness.report.tables import compare_table, validation_table
 
 SIDES = ("as shipped", "changed")
 
@@ -120,20 +118,12 @@ def affected_ids(args: argparse.Namespace, changes: list[Change], tier: Tier) ->
 def side_results(results_dir: Path, side: str, changes: list[Change]) -> list[dict[str, Any]]:
     """The side's results, its launcher cells saying which copy ran and its cause cells what
     was seen; a run that wrote nothing gives no rows (its exit status is printed)."""
-    path = results_dir / "results.jsonl"
-    if not path.is_file():
-        return []
-    try:
-        results = load_results(path)
-    except ResultsFileError as exc:
-        raise CliError(f"{side} run: {exc}") from None
     changed = {c.repo_path for c in changes}
-    for result in results:
-        mark = side if result["launcher"] in changed else f"unchanged, {side} run"
-        result["launcher"] = f"{result['launcher']} ({mark})"
-        if result["cause"] and result.get("message"):
-            result["cause"] = f"{result['cause']}: {first_sentence(result['message'])}"
-    return results
+
+    def mark(launcher: str) -> str:
+        return side if launcher in changed else f"unchanged, {side} run"
+
+    return side_rows(results_dir / "results.jsonl", side, mark)
 
 
 def render(
@@ -142,25 +132,13 @@ def render(
     rows: dict[str, list[dict[str, Any]]],
     runs: list[tuple[str, int, float]],
 ) -> str:
-    """The validation table (every row of both runs), the per-id comparison (A: as shipped,
-    B: changed) and each run's exit status and wall time."""
-    lines = [
+    heading = [
         f"### Validation: {', '.join(c.repo_path for c in changes)}",
         "",
         f"Image `{args.image}`; changed: "
         + ", ".join(f"`{c.repo_path}` ← `{c.source.name}` (sha256 {c.digest()})" for c in changes),
-        "",
-        validation_table([row for side in SIDES for row in rows.get(side, [])], "md"),
-        "",
-        "A: as shipped, B: changed",
-        "",
-        compare_table(rows.get(SIDES[0], []), rows.get(SIDES[1], []), "md"),
-        "",
-        "| run | exit | wall time |",
-        "|---|---|---|",
-        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
     ]
-    return "\n".join(lines)
+    return render_sides(heading, SIDES, rows, runs)
 
 
 @reports_user_errors

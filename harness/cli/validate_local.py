@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,11 @@ def local_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
     return ids
 
 
-def side_rows(results: Path, side: str) -> list[dict[str, Any]]:
-    """One side's results, the launcher cell saying which Dynamo ran, the cause cell what."""
+def side_rows(
+    results: Path, side: str, mark: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
+    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
     if not results.is_file():
         return []
     try:
@@ -57,10 +61,35 @@ def side_rows(results: Path, side: str) -> list[dict[str, Any]]:
     except ResultsFileError as exc:
         raise CliError(f"{side} run: {exc}") from None
     for row in rows:
-        row["launcher"] = f"{row['launcher']} ({side} Dynamo)"
+        row["launcher"] = (
+            f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
+        )
         if row["cause"] and row.get("message"):
             row["cause"] = f"{row['cause']}: {first_sentence(row['message'])}"
     return rows
+
+
+def render_sides(
+    heading: list[str],
+    sides: tuple[str, str],
+    rows: dict[str, list[dict[str, Any]]],
+    runs: list[tuple[str, int, float]],
+) -> str:
+    """The validation table (every row of both sides), the per-id comparison (A: the first
+    side, B: the second) and each run's exit status and wall time, under `heading`."""
+    return "\n".join([
+        *heading,
+        "",
+        validation_table([row for side in sides for row in rows.get(side, [])], "md"),
+        "",
+        f"A: {sides[0]}, B: {sides[1]}",
+        "",
+        compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
+        "",
+        "| run | exit | wall time |",
+        "|---|---|---|",
+        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
+    ])  # fmt: skip
 
 
 def run_side(side: str, ids: list[str], out: Path, extra: list[str], env: dict[str, str]) -> int:
@@ -118,19 +147,10 @@ def render_local(
     runs: list[tuple[str, int, float]],
 ) -> str:
     dynamo = metadata.version("ai-dynamo")
-    return "\n".join([
+    heading = [
         f"### Validation: {patch.name} against the installed ai-dynamo {dynamo}",
         "",
         f"Patched: {', '.join(f'`{f}`' for f in files)}; both sides `--strict-defects` (a "
         "declared upstream defect excuses nothing).",
-        "",
-        validation_table([row for side in LOCAL_SIDES for row in rows.get(side, [])], "md"),
-        "",
-        "A: installed, B: patched",
-        "",
-        compare_table(rows.get(LOCAL_SIDES[0], []), rows.get(LOCAL_SIDES[1], []), "md"),
-        "",
-        "| run | exit | wall time |",
-        "|---|---|---|",
-        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
-    ])  # fmt: skip
+    ]
+    return render_sides(heading, LOCAL_SIDES, rows, runs)

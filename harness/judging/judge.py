@@ -32,6 +32,7 @@ from harness.profiles import Profile, RequestSpec, Tier
 
 REFERENCE = "matches the model's own answer: "
 OTHER_MEDIA = "|other media"  # a baseline key's suffix: the answer with the other image/video
+SHORT = 40  # characters of an answer quoted inside a diagnosis
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
 
 
@@ -190,7 +191,8 @@ class CaseJudge:
             return "; the aggregated path answers both images alike too"
         return (
             "; the encode worker's answers do not depend on the image while the aggregated "
-            f"path's do (agg: {excerpt(agg)} for this image, {excerpt(twin)} for the other)"
+            f"path's do (agg: {excerpt(agg, SHORT)} for this image, {excerpt(twin, SHORT)} for "
+            "the other)"
         )
 
     def _cross_topology(self, request: RequestSpec, data: dict[str, Any]) -> list[str]:

@@ -3,11 +3,6 @@ prompt against them, the first differing token (real tiny processors, no engine)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from harness.judging.asset_server import AssetServer
 from harness.judging.chat_request import MediaURLs, chat_body
 from harness.judging.divergence import (
     ProcessorCounts,
@@ -16,16 +11,8 @@ from harness.judging.divergence import (
     processor_counts,
     role_prompt_check,
 )
-from harness.judging.media import build_media
 from harness.judging.prompt_tokens import load_processor
 from harness.tiny_models import build_tiny_model
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MediaURLs]:
-    media = build_media(tmp_path_factory.mktemp("media"))
-    with AssetServer(media.green_square_png.parent) as server:
-        yield MediaURLs.serve(server, media)
 
 
 def test_the_processor_counts_llava_image_tokens_without_cls(urls: MediaURLs) -> None:

@@ -6,30 +6,20 @@ does not, and the failure names the encode worker's embeddings."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.asset_server import AssetServer
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, chat_body, warmup_bodies
 from harness.judging.hf_reference import reference_answer
 from harness.judging.judge import CaseJudge
-from harness.judging.media import build_media
 from harness.profiles import load_profile
 from harness.suite.pool import TopologyPool
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
 from harness.tiny_models import build_tiny_model
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MediaURLs]:
-    media = build_media(tmp_path_factory.mktemp("media"))
-    with AssetServer(media.green_square_png.parent) as server:
-        yield MediaURLs.serve(server, media)
 
 
 def test_the_reference_is_deterministic_and_sees_the_image(urls: MediaURLs) -> None:

@@ -5,31 +5,22 @@ tower is zeroed (it sees nothing, so every image answers alike)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.asset_server import AssetServer
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, warmup_bodies
 from harness.judging.judge import CaseJudge
-from harness.judging.media import RED_SQUARE_RGB, build_media, render_square_png
+from harness.judging.media import RED_SQUARE_RGB, render_square_png
 from harness.judging.media_relations import MediaRelation, judge_relation, relations
 from harness.profiles import RequestSpec, load_profile
 from harness.suite.pool import TopologyPool
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
-
-
-@pytest.fixture
-def urls(tmp_path: Path) -> Iterator[MediaURLs]:
-    media = build_media(tmp_path / "media")
-    with AssetServer(media.green_square_png.parent) as server:
-        yield MediaURLs.serve(server, media)
 
 
 def test_cpu_relations_swap_media_and_transport(urls: MediaURLs) -> None:

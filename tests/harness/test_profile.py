@@ -185,7 +185,7 @@ def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
         load_profile(profile, tmp_path)  # no such doc here
     doc = tmp_path / "docs" / "upstream-defects.md"
     doc.write_text("# Defects\n\n## LLaVA encoder: feature layer\n\nsome other id\n\n## Next\n")
-    with pytest.raises(ProfileError, match="does not name mm_e_pd_llava-1.5-7b"):
+    with pytest.raises(ProfileError, match=r"does not name mm_e_pd_llava-1\.5-7b"):
         load_profile(profile, tmp_path)
     doc.write_text("## LLaVA encoder: feature layer\n\nmm_e_pd_llava-1.5-7b "
                    "mm_e_pd_llava-1.5-7b_b64_frontend_decoding\n")  # fmt: skip
