@@ -13,11 +13,11 @@ from harness.cli.main import build_parser, main
 from harness.cli.validate import (
     Change,
     affected_ids,
-    first_sentence,
     parse_change,
     render,
     side_results,
 )
+from harness.cli.validate_local import first_sentence
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause
 from tests.harness.test_report import make_result, write_jsonl
@@ -145,3 +145,21 @@ def test_dry_run_prints_both_containers_without_a_daemon(
     selection = "pytest tests/serve --ids mm_epd_qwen3-vl-2b --results"  # baselines pulled in
     assert selection in shipped and selection in changed
     assert f"{tmp_path / 'v' / 'as-shipped'}:/results" in shipped
+
+
+def test_a_dynamo_patch_runs_here_on_the_ids_its_declared_defect_covers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--dynamo-patch` needs no image: the ids are those whose declared upstream defect is
+    rooted in a file the patch touches; it cannot be combined with an image run."""
+    patch = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
+    if not (Path(__import__("sysconfig").get_paths()["purelib"]) / "dynamo" / "vllm").is_dir():
+        pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")
+    assert main(["validate", "--dynamo-patch", str(patch), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "4 id(s), installed vs dynamo-1.6.1-llava-encoder-feature-layer.patch" in err
+    assert "mm_epd_llava-1.5-7b_b64_frontend_decoding" in err
+    assert main(["validate", "--dynamo-patch", str(patch), "--image", "x"]) == 2
+    assert "without --image/--change" in capsys.readouterr().err
+    assert main(["validate"]) == 2
+    assert "give --image and --change (or --dynamo-patch" in capsys.readouterr().err
