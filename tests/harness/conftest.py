@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -11,10 +12,10 @@ from harness.judging.chat_request import MediaURLs
 from harness.judging.media import build_media
 
 
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MediaURLs]:
+@pytest.fixture
+def urls(tmp_path: Path) -> Iterator[MediaURLs]:
     """The generated media (green/red square, triangle/circle video) behind a live asset server
-    on 127.0.0.1, as the serve suite sends them."""
-    media = build_media(tmp_path_factory.mktemp("media"))
+    on 127.0.0.1, as the serve suite sends them; a test may change the files it serves."""
+    media = build_media(tmp_path / "media")
     with AssetServer(media.green_square_png.parent) as server:
         yield MediaURLs.serve(server, media)
