@@ -98,7 +98,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                         "hardware": hardware(profile, tier),
                         "launcher": profile.launcher,
                         "skip": skip_reason(profile, tier, sc),
-                        "oracles": [o.describe() for o in case_oracles(case, tier)],
+                        "oracles": [o.describe() for o in case_oracles(case, tier, profile)],
                     }
                 )
     return rows

@@ -51,13 +51,13 @@ def relations(request: RequestSpec, urls: MediaURLs, tier: Tier) -> list[MediaRe
     ]
 
 
-def relation_names(request: RequestSpec, tier: Tier) -> list[str]:
-    """What `relations` would check for this request, without building bodies (for listings)."""
+def relation_kinds(request: RequestSpec, tier: Tier) -> list[str]:
+    """The names of the relations `relations` builds for this request (no bodies built)."""
     if not request.media or any(kind not in OTHER_TRANSPORT for kind in request.media):
         return []
     if tier == "gpu":
-        return [f"other media names {request.gpu.alt_any_of}"] if request.gpu.alt_any_of else []
-    return ["other media answers differently", "other transport answers the same"]
+        return ["other media"] if request.gpu.alt_any_of else []
+    return ["other media", "other transport"]
 
 
 def judge_relation(relation: MediaRelation, answer: str, status: int, derived: str) -> OracleResult:

@@ -14,6 +14,7 @@ import pytest
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
+from harness.judging.answer import JudgeSettings
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, warmup_bodies
 from harness.judging.judge import CaseJudge
@@ -404,18 +405,13 @@ def serve_run(
     record = request.node.stash.setdefault(RECORD, CaseRecord())
 
     def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
-        judge = CaseJudge(
-            sc.profile,
-            sc.tier,
-            topo.plan.model,
-            harness_media,
-            harness_baselines,
-            topo.plan.signature,
+        settings = JudgeSettings(
+            # a deployed target has no other topology in this session to compare with
+            cross_topology=request.config.harness_target is None,  # type: ignore[attr-defined]
+            excuse_defects=not request.config.getoption("--strict-defects"),
         )
-        # a deployed target has no other topology in this session to compare with
-        judge.cross_topology = request.config.harness_target is None  # type: ignore[attr-defined]
-        judge.excuse_defects = not request.config.getoption("--strict-defects")
-        return judge
+        return CaseJudge(sc.profile, sc.tier, topo.plan.model, harness_media, harness_baselines,
+                         topo.plan.signature, settings)  # fmt: skip
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         run_case(sc, harness_pool, harness_media, judge_for, record)

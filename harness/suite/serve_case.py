@@ -11,8 +11,7 @@ import pytest
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
-from harness.judging.judge import CaseJudge, content_of
-from harness.judging.media_relations import judge_relation, relations
+from harness.judging.judge import CaseJudge
 from harness.judging.oracles import OracleResult
 from harness.judging.path_oracle import ROUTED_TOPOLOGIES, check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
@@ -113,21 +112,13 @@ def run_case(
             pool.discard(failure)
             raise
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
-        content_before = judge.content_passed
         path, after = settled_path(topo, request, before, sc.profile.topology)
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
-        try:
-            record.checks += judge.judge(request, body, resp, ran)
-        except TopologyFailure as failure:
-            answer = content_of(resp.json()) if resp.status_code == 200 else None
-            raise explained(failure, topo, request, urls, judge, answer) from None
+        answer = judge.answer(request, body, resp, ran=ran, path=path, send=topo.post_chat)
         if resp.status_code == 200:
-            content = content_of(resp.json())
-            record.answers[-1]["content"] = content
-            record.checks.append(must_hold(path))
-            related, read = judge_relations(topo, request, urls, judge, content)
-            record.checks += related
-            content_before -= read
+            record.answers[-1]["content"] = answer.content
+        content_before = judge.content_passed
+        record.checks += judge.judge(answer)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
     if sc.profile.topology in ROUTED_TOPOLOGIES:
         record.checks.append(judge_spread(topo, case_start))
@@ -166,54 +157,6 @@ def judge_spread(topo: Topology, case_start: dict[str, float | None]) -> str:
     return f"spread over the replicas: {detail}"
 
 
-def judge_relations(
-    topo: Topology, request: RequestSpec, urls: MediaURLs, judge: CaseJudge, answer: str
-) -> tuple[list[str], int]:
-    """Send each metamorphic twin of a judged request and hold its answer to the relation.
-    Returns the lines of the checks that held and how many of them read the content. Where the
-    request declares a defect for it, 'the other media answers differently' must fail."""
-    passed, read = [], 0
-    for relation in relations(request, urls, judge.tier):
-        resp = topo.post_chat(relation.body)
-        derived = content_of(resp.json()) if resp.status_code == 200 else resp.text[:300]
-        result = judge_relation(relation, answer, resp.status_code, derived)
-        if resp.status_code != 200:
-            raise TopologyFailure(Cause.HTTP_ERROR, result.detail, Evidence(phase="request"))
-        if relation.same is False:
-            judge.record_twin(request, derived)
-            if not result.passed:
-                result = OracleResult(False, f"{result.detail}{judge.media_blind_why(request)}")
-            passed.append(judge.held(request, "other_media", result))
-        else:
-            passed.append(judge.held(request, relation.name.replace(" ", "_"), result))
-        read += result.passed
-    return passed, read
-
-
-def explained(
-    failure: TopologyFailure,
-    topo: Topology,
-    request: RequestSpec,
-    urls: MediaURLs,
-    judge: CaseJudge,
-    answer: str | None,
-) -> TopologyFailure:
-    """A wrong answer to an image that went through an encode worker, with what the other image
-    answers there: an encoder whose embeddings ignore the image (pixels normalised twice, say)
-    shows as "the encode worker's answers do not depend on the image while the aggregated
-    path's do", not as a bare wrong_answer."""
-    twin = next((r for r in relations(request, urls, judge.tier) if r.same is False), None)
-    if failure.cause != Cause.WRONG_ANSWER or twin is None or answer is None:
-        return failure
-    if not judge.media_blind_why(request):
-        return failure
-    resp = topo.post_chat(twin.body)
-    if resp.status_code != 200 or content_of(resp.json()) != answer:
-        return failure
-    why = judge.media_blind_why(request).removeprefix("; ")
-    return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)
-
-
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
 
 
@@ -236,13 +179,10 @@ def judge_path(
     topo: Topology, request: RequestSpec, before: dict[str, WorkerCounters | None], topology: str
 ) -> str:
     """The path check of one request, raising wrong_path where it does not hold."""
-    return must_hold(settled_path(topo, request, before, topology)[0])
-
-
-def must_hold(path: OracleResult) -> str:
-    if not path.passed:
-        raise TopologyFailure(Cause.WRONG_PATH, path.detail, Evidence(phase="request"))
-    return path.detail
+    result = settled_path(topo, request, before, topology)[0]
+    if not result.passed:
+        raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
+    return result.detail
 
 
 def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:

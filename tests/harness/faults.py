@@ -278,7 +278,8 @@ def http_error(tmp: Path) -> FaultRun:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         sent = {**HELLO, "model": "no-such-model"}
         resp = topo.post_chat(sent)
-        _judge(topo, profile).judge(profile.cases[0], sent, resp)
+        judge = _judge(topo, profile)
+        judge.judge(judge.answer(profile.cases[0], sent, resp))
 
     return run_fault(profile, body, request_phase=True)
 
@@ -300,7 +301,8 @@ def wrong_answer(tmp: Path) -> FaultRun:
     def body(topo: Topology, clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
-        _judge(topo, profile, tier="gpu").judge(request, HELLO, resp)
+        judge = _judge(topo, profile, tier="gpu")
+        judge.judge(judge.answer(request, HELLO, resp))
 
     return run_fault(profile, body, request_phase=True)
 

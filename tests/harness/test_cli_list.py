@@ -44,7 +44,7 @@ def test_every_200_answer_meets_an_oracle_that_reads_its_content() -> None:
         for tier in ("cpu", "gpu")
         if p.tier(tier) is not None  # type: ignore[arg-type]
         for c in p.cases
-        for i, o in enumerate(case_oracles(c, tier))  # type: ignore[arg-type]
+        for i, o in enumerate(case_oracles(c, tier, p))  # type: ignore[arg-type]
         if o.status == 200 and not o.content
     ]
     assert unread == []
@@ -56,8 +56,8 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
     assert bad[0] == "HTTP 400 naming the error"
     assert bad[2] == (
-        "structure, prompt tokens, role prompts, path, matches the model's own answer, other media "
-        "answers differently, other transport answers the same"
+        "status 200, structure, prompt tokens, role prompts, matches the model's own answer, path, "
+        "other media answers differently, other transport answers the same"
     )
 
 

@@ -7,9 +7,11 @@ import requests
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.judging.answer import JudgeSettings
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
 from harness.judging.judge import CaseJudge
+from harness.judging.oracle_set import PromptTokens
 from harness.judging.oracles import check_prompt_tokens
 from harness.profiles import RequestSpec, load_profiles
 from harness.runtime.health import HealthSample
@@ -64,18 +66,23 @@ def test_warmups_cover_each_media_kind_once() -> None:
 
 
 def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:
-    """A judge of canned answers: no checkpoint behind them, so no HF reference to compare."""
-    judge = CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature)  # type: ignore[arg-type]
-    judge.hf_reference = False
-    return judge
+    """A judge of canned answers: no checkpoint behind them, so no model's answer to compare,
+    and no launch to send media twins to."""
+    return CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature,  # type: ignore[arg-type]
+                     JudgeSettings(model_answer=False, relations=False))  # fmt: skip
+
+
+def verdict(judge: CaseJudge, request: RequestSpec, resp: requests.Response) -> list[str]:
+    """The judge on a canned answer (no launch: no path, no twins to send)."""
+    return judge.judge(judge.answer(request, {"messages": []}, resp))
 
 
 def test_gpu_judge_keywords_pass_and_fail() -> None:
     request = PROFILES["agg_qwen3-vl-2b"].cases[0]
     judge = judge_for("agg_qwen3-vl-2b", "gpu", BaselineStore(), "s")
-    assert judge.judge(request, {}, response(200, answer("It is Green.")))
+    assert verdict(judge, request, response(200, answer("It is Green.")))
     with pytest.raises(TopologyFailure) as err:
-        judge.judge(request, {}, response(200, answer("It is red.")))
+        verdict(judge, request, response(200, answer("It is red.")))
     assert err.value.cause == Cause.WRONG_ANSWER
 
 
@@ -86,12 +93,12 @@ def test_status_mismatch_is_http_error_or_wrong_answer() -> None:
         PROFILES["agg_llava-1.5-7b"].cases[2],
     )
     with pytest.raises(TopologyFailure) as err:
-        judge.judge(ok_case, {}, response(500, {"message": "boom"}))
+        verdict(judge, ok_case, response(500, {"message": "boom"}))
     assert err.value.cause == Cause.HTTP_ERROR and "500" in err.value.message
     with pytest.raises(TopologyFailure) as err:
-        judge.judge(refused_case, {}, response(200, answer("a triangle")))
+        verdict(judge, refused_case, response(200, answer("a triangle")))
     assert err.value.cause == Cause.WRONG_ANSWER
-    assert judge.judge(refused_case, {}, response(400, {"message": "Bad Request"}))
+    assert verdict(judge, refused_case, response(400, {"message": "Bad Request"}))
 
 
 @pytest.mark.parametrize("tier", ["gpu", "cpu"])
@@ -99,9 +106,9 @@ def test_refusal_must_say_why_on_both_tiers(tier: str) -> None:
     bad = next(c for c in PROFILES["epd_qwen3-vl-2b"].cases if c.suffix == "bad_input")
     judge = judge_for("epd_qwen3-vl-2b", tier, BaselineStore(), "s")
     deserialize = "data did not match any variant of untagged enum ChatCompletionRequest…"
-    assert judge.judge(bad, {}, response(400, {"message": deserialize}))
+    assert verdict(judge, bad, response(400, {"message": deserialize}))
     with pytest.raises(TopologyFailure) as err:
-        judge.judge(bad, {}, response(400, {"message": "Bad Request"}))
+        verdict(judge, bad, response(400, {"message": "Bad Request"}))
     assert err.value.cause == Cause.WRONG_ANSWER and "error body lacks" in err.value.message
 
 
@@ -113,20 +120,24 @@ def test_cross_topology_equality_needs_a_different_launch() -> None:
         update={"cpu": plain.cpu.model_copy(update={"prompt_tokens": False, "same_as": None})}
     )
     b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
-    judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-plain").judge(
-        nocount, {}, response(200, answer("xyz"))
+    verdict(
+        judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-plain"),
+        nocount,
+        response(200, answer("xyz")),
     )
     same = judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd")
-    assert any("same as e_pd" in c for c in same.judge(b64, {}, response(200, answer("xyz"))))
+    assert any("same as e_pd" in c for c in verdict(same, b64, response(200, answer("xyz"))))
     with pytest.raises(TopologyFailure, match=r"differ|first difference|!="):
-        judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd2").judge(
-            b64, {}, response(200, answer("xyQ"))
+        verdict(
+            judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd2"),
+            b64,
+            response(200, answer("xyQ")),
         )
     # The baseline recorded by the same launch is not a baseline: that check could not fail.
     lone = BaselineStore()
     with pytest.raises(TopologyFailure, match="no e_pd baseline"):
-        judge_for("e_pd_qwen3-vl-2b", "cpu", lone, "sig-fd").judge(
-            b64, {}, response(200, answer("a"))
+        verdict(
+            judge_for("e_pd_qwen3-vl-2b", "cpu", lone, "sig-fd"), b64, response(200, answer("a"))
         )
 
 
@@ -147,23 +158,26 @@ def test_no_health_source_signature(status: int, body: str, expected: bool) -> N
 def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
     """A declared defect's oracle must fail (its line names the defect); once it passes, the case
     fails (remove the declaration); with --strict-defects its failure names the root cause."""
-    e_pd = PROFILES["e_pd_llava-1.5-7b"]
-    case = e_pd.cases[0]
+    case = PROFILES["e_pd_llava-1.5-7b"].cases[0]
     defect = case.cpu.known_defect
     assert defect is not None and "prompt_tokens" in defect.oracles
     judge = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
+    seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=115)))
     shows = check_prompt_tokens(answer("x", prompt_tokens=115), 114)
-    line = judge.held(case, "prompt_tokens", shows)
+    line = judge.held(seen, PromptTokens(), shows)
     assert line.startswith("upstream defect llava-encoder-feature-layer holds: prompt_tokens 115")
     gone = check_prompt_tokens(answer("x", prompt_tokens=114), 114)
     with pytest.raises(TopologyFailure, match="it no longer shows; remove the known_defect"):
-        judge.held(case, "prompt_tokens", gone)
-    judge.excuse_defects = False
-    with pytest.raises(TopologyFailure) as strict:
-        judge.held(case, "prompt_tokens", shows)
-    assert "encode_utils.py encode_image_embeddings() computes" in strict.value.message
-    assert strict.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
-    assert judge.held(case, "prompt_tokens", gone) == "prompt_tokens 114 == expected 114"
+        judge.held(seen, PromptTokens(), gone)
+    strict = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
+    strict.settings = JudgeSettings(model_answer=False, relations=False, excuse_defects=False)
+    seen = strict.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=115)))
+    with pytest.raises(TopologyFailure) as named:
+        strict.held(seen, PromptTokens(), shows)
+    assert "encode_utils.py encode_image_embeddings() computes" in named.value.message
+    assert named.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
+    assert strict.held(seen, PromptTokens(), gone) == "prompt_tokens 114 == expected 114"
     undeclared = PROFILES["e_pd_qwen3-vl-2b"].cases[0]
+    other = judge.answer(undeclared, {"messages": []}, response(200, answer("x")))
     with pytest.raises(TopologyFailure, match="prompt_tokens 115 != expected 114"):
-        judge.held(undeclared, "prompt_tokens", shows)
+        judge.held(other, PromptTokens(), shows)

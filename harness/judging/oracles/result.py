@@ -9,10 +9,13 @@ EXCERPT_CHARS = 160
 
 @dataclass(frozen=True)
 class OracleResult:
-    """``passed`` and a one-line ``detail`` saying what was found or missing."""
+    """``passed`` and a one-line ``detail`` saying what was found or missing. ``vouches``: False
+    for a pass that compared nothing (no reference computable for this request), so it does not
+    count as an oracle that read the content."""
 
     passed: bool
     detail: str
+    vouches: bool = True
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:

@@ -1,0 +1,70 @@
+"""The oracles are declared values: what `harness list` prints for a request is what the judge
+runs on its answer, for every shipped case on both tiers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from harness.core.paths import REPO_ROOT
+from harness.judging.answer import JudgeSettings
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs
+from harness.judging.judge import CaseJudge
+from harness.judging.oracle_plan import DECLARED, case_oracles
+from harness.judging.oracle_set import ORACLES
+from harness.judging.oracles import OracleResult
+from harness.profiles import load_profiles
+
+URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
+                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",
+                 "http://127.0.0.1:1/missing.png", files={})  # fmt: skip
+PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+
+
+def canned(status: int) -> requests.Response:
+    resp = requests.Response()
+    resp.status_code = status
+    body = {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}  # fmt: skip
+    resp._content = json.dumps(body).encode()
+    return resp
+
+
+def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    for oracle in ORACLES:
+
+        def recorded(answer: object, oracle: object = oracle) -> OracleResult:
+            ran.append(oracle.label(answer.scope))  # type: ignore[attr-defined]
+            return OracleResult(True, "held")
+
+        monkeypatch.setattr(oracle, "check", recorded)
+    strict = JudgeSettings(excuse_defects=False)  # a passing declared oracle judges as usual
+    checked = 0
+    for profile in PROFILES:
+        for tier in ("cpu", "gpu"):
+            if profile.tier(tier) is None:  # type: ignore[arg-type]
+                continue
+            for case in profile.cases:
+                listed = case_oracles(case, tier, profile)  # type: ignore[arg-type]
+                for request, plan in zip((case, *case.follow_ups), listed, strict=True):
+                    judge = CaseJudge(profile, tier, "/nowhere", URLS, BaselineStore(), "s",  # type: ignore[arg-type]
+                                      strict)  # fmt: skip
+                    ran.clear()
+                    judge.judge(judge.answer(request, {"messages": []}, canned(plan.status)))
+                    assert ran == [label.removesuffix(DECLARED) for label in plan.labels], (
+                        profile.test_id(case), tier
+                    )
+                    checked += 1
+    assert checked > 60  # every request of every shipped case, both tiers
+
+
+def test_a_declared_oracle_is_listed_as_failing_and_vouches_for_nothing() -> None:
+    e_pd = next(p for p in PROFILES if p.name == "e_pd_llava-1.5-7b")
+    [plan] = case_oracles(e_pd.cases[0], "cpu", e_pd)
+    assert f"prompt tokens{DECLARED}" in plan.labels
+    assert f"matches the model's own answer{DECLARED}" in plan.labels
+    assert plan.content == ("other media answers differently", "other transport answers the same")
