@@ -21,8 +21,8 @@ from harness.cli.common import (
 from harness.core.verdict import TopologyFailure
 from harness.resources.tier import detect_tier
 from harness.runtime.launch import launch
+from harness.runtime.launched import LaunchedTopology
 from harness.runtime.signal_handlers import handling
-from harness.runtime.topology import Topology
 
 WATCH_S = 1.0
 TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}
@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def describe(topo: Topology) -> str:
+def describe(topo: LaunchedTopology) -> str:
     plan = topo.plan
     lines = [
         f"ready in {topo.ready_s:.1f} s: {plan.profile} ({plan.tier}), model {plan.model}",
@@ -83,7 +83,7 @@ def interrupt_on_term() -> Iterator[None]:
         yield
 
 
-def serve_until_interrupted(topo: Topology) -> None:
+def serve_until_interrupted(topo: LaunchedTopology) -> None:
     print(describe(topo), flush=True)
     while True:
         time.sleep(WATCH_S)

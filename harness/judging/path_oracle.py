@@ -3,8 +3,8 @@
 The expected path follows from the topology and the request's media: every worker that decodes
 or prefills (discovery components `backend` and `prefill`) takes every request; an encode worker
 takes a request exactly when it carries an image (encode workers take images only: video is
-decoded on the prefill or PD worker). Behind a router (topology `agg_router`) the `backend`
-workers are replicas: exactly one of them takes each request (key "worker1|worker2"). A profile
+decoded on the prefill or PD worker). Behind a router, the profile's `replicas` are one group:
+exactly one of them takes each request (key "worker1|worker2"). A profile
 may override a role's count for one request (`path`, with its reason). A disaggregated topology
 that silently stops using its encoder, or a request that runs twice, fails here whatever its
 answer says.
@@ -20,7 +20,6 @@ from harness.runtime.plan import RolePlan
 IMAGE_KINDS = ("image_url", "image_b64")
 
 
-ROUTED_TOPOLOGIES = ("agg_router",)
 GROUP = "|"
 
 
@@ -28,7 +27,7 @@ def expected_path(
     workers: Sequence[RolePlan],
     media: Sequence[str],
     overrides: Mapping[str, int] | None = None,
-    topology: str = "",
+    replicas: Sequence[str] = (),
 ) -> dict[str, int]:
     """Requests each worker (or group of replicas, "a|b") must take for one request. Example
     (E/P/D, an image URL): {"encode": 1, "prefill": 1, "decode": 1}; without media: encode 0;
@@ -38,8 +37,7 @@ def expected_path(
         role.name: (int(has_image) if role.discovery_component == "encode" else 1)
         for role in workers
     }
-    if topology in ROUTED_TOPOLOGIES:
-        replicas = [r.name for r in workers if r.discovery_component == "backend"]
+    if replicas:
         path = {k: v for k, v in path.items() if k not in replicas}
         path[GROUP.join(replicas)] = 1
     return {**path, **(overrides or {})}

@@ -3,7 +3,6 @@
 from harness.profiles.load import ProfileError, load_profile, load_profiles
 from harness.profiles.schema import (
     CADENCE_MARKS,
-    TOPOLOGY_ORDER,
     Budget,
     CaseSpec,
     CpuExpect,
@@ -22,7 +21,6 @@ from harness.profiles.schema import (
 
 __all__ = [
     "CADENCE_MARKS",
-    "TOPOLOGY_ORDER",
     "Budget",
     "CaseSpec",
     "CpuExpect",

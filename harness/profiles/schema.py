@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -15,9 +15,16 @@ MediaKind = Literal[
 ]  # fmt: skip
 Tier = Literal["cpu", "gpu"]
 CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
-# Topology kinds, baselines first (the CPU tier runs them in this order). Upstream Dynamo's names.
-TopologyKind = Literal["agg", "agg_video", "agg_router", "e_pd", "epd", "epd_video", "p_d"]
-TOPOLOGY_ORDER: tuple[str, ...] = get_args(TopologyKind)
+# A topology kind is a name (upstream Dynamo's: agg, agg_video, agg_router, e_pd, epd, epd_video,
+# p_d); what it does follows from the profile's data (its roles, replicas and baselines), not
+# from the name, so a new kind needs only a profile and a launcher.
+TOPOLOGY_NAME = r"^[a-z][a-z0-9_]*$"
+# The roles every topology's launcher starts (launchers/lib/common.sh begin_topology), declared
+# once here: a profile lists its workers (and any other aux roles).
+STANDARD_ROLES = (
+    {"name": "frontend", "kind": "frontend"},
+    {"name": "event_broker", "kind": "aux"},
+)
 # The discovery components Dynamo's workers register (dynamo/vllm/args.py, dynamo/sglang/args.py
 # in ai-dynamo 1.6.1): encode workers `encode`, prefill workers `prefill`, the rest `backend`.
 DiscoveryComponent = Literal["encode", "prefill", "backend"]
@@ -212,7 +219,7 @@ class GpuTierSpec(TierSpec):
 
 class Profile(Strict):
     name: str
-    topology: TopologyKind
+    topology: str = Field(pattern=TOPOLOGY_NAME)
     stack: Literal["dynamo-vllm", "dynamo-sglang"]
     # The GPU tier's device kind: NVIDIA (CUDA, leased through NVML) or Intel XPU (Level Zero;
     # the launcher selects devices with ZE_AFFINITY_MASK). XPU runs need an XPU runner.
@@ -221,6 +228,9 @@ class Profile(Strict):
     id_prefix: str = "mm"
     model: ModelSpec
     roles: list[RoleSpec]
+    # Workers behind a router: each request is served by exactly one of them (the path oracle
+    # counts them as one group) and a case's requests reach all of them (the spread check).
+    replicas: list[str] = []
     side_ports: list[Annotated[str, Field(pattern=PORT_VAR.pattern)]] = []
     marks: list[str]
     env: dict[str, str] = {}
@@ -229,6 +239,17 @@ class Profile(Strict):
     cpu_skip: str | None = None
     cases: list[CaseSpec] = Field(min_length=1)
     source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _standard_roles(cls, data: Any) -> Any:
+        """The frontend and event broker every launcher starts, unless the profile names its
+        own frontend."""
+        if isinstance(data, dict) and isinstance(data.get("roles"), list):
+            roles = data["roles"]
+            if not any(isinstance(r, dict) and r.get("kind") == "frontend" for r in roles):
+                data = {**data, "roles": [*STANDARD_ROLES, *roles]}
+        return data
 
     @field_validator("marks")
     @classmethod
@@ -251,6 +272,9 @@ class Profile(Strict):
             raise ValueError("a profile without a cpu tier must say why in cpu_skip")
         if self.cpu is not None and self.model.cpu is None:
             raise ValueError("cpu tier given but model.cpu (tiny model family) is not")
+        workers = {r.name for r in self.worker_roles}
+        if self.replicas and (len(self.replicas) < 2 or not set(self.replicas) <= workers):
+            raise ValueError(f"replicas {self.replicas} must name two or more worker roles")
         beyond = [r.name for r in self.roles if r.gpu.device >= self.gpu.gpus]
         if beyond:
             raise ValueError(f"roles {beyond} sit on a GPU past gpu.gpus ({self.gpu.gpus})")

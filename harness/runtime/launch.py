@@ -1,4 +1,4 @@
-"""From (profile, tier, case) to a Topology that owns its port lease and run directory."""
+"""From (profile, tier, case) to a LaunchedTopology that owns its port lease and run directory."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from harness.profiles import CaseSpec, Profile, Tier
 from harness.resources.gpu_slot import take_gpus
 from harness.resources.models import model_for
 from harness.resources.ports import PortRegistry
+from harness.runtime.launched import LaunchedTopology
 from harness.runtime.plan import port_names, resolve
-from harness.runtime.topology import Topology
 
 SESSION_ID = os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
 
@@ -36,8 +36,8 @@ def launch(
     warmups: Sequence[dict[str, Any]] = (),
     registry: PortRegistry | None = None,
     base_env: dict[str, str] | None = None,
-) -> Topology:
-    """A Topology not yet entered: `with launch(...) as topo:` starts it and waits until ready."""
+) -> LaunchedTopology:
+    """A topology not yet entered: `with launch(...) as topo:` starts it and waits until ready."""
     registry = registry or PortRegistry()
     topology_id = uuid.uuid4().hex
     tag = f"{profile.name}:{topology_id[:8]}"
@@ -67,4 +67,4 @@ def launch(
     except BaseException:
         release()
         raise
-    return Topology(plan, warmups=warmups, on_release=release)
+    return LaunchedTopology(plan, warmups=warmups, on_release=release)

@@ -146,7 +146,7 @@ def _wait_gone(procs: Iterable[psutil.Process], deadline: float) -> list[psutil.
 class ProcessReaper:
     """Stops a launched tree: TERM every group seen, wait, KILL groups and marked processes, reap.
 
-    Call `remember_groups()` now and then while the tree runs: a group whose members were
+    Call `remember()` now and then while the tree runs: a group whose members were
     reparented (their parent exited) is then still signalled at stop time. A remembered group is
     only signalled while it is provably the same group (its leader has the remembered create time,
     or the leader is gone and the id cannot have been reused while members remain).
@@ -154,14 +154,29 @@ class ProcessReaper:
 
     kill_wait_s: float = 5.0
     _groups: dict[int, _RememberedGroup] = field(default_factory=dict)
+    _seen: dict[int, psutil.Process] = field(default_factory=dict)
 
-    def remember_groups(self, root: psutil.Popen | None, marker: EnvMarker) -> None:
-        """Record the process groups of the root, its descendants and every marked process."""
-        self._remember_groups_of(_tree_and_marked(root, marker))
+    def remember(self, root: psutil.Popen | None, marker: EnvMarker) -> None:
+        """Record the root, its descendants and every marked process, and their process groups.
+        Every process ever recorded is stopped and waited for by PID (with its create time, so
+        a reused pid is not mistaken for it): a SIGKILLed process releases its memory, so its
+        marker can no longer be read, before it closes its sockets."""
+        procs = _tree_and_marked(root, marker)
+        self._remember_groups_of(procs)
+        for proc in procs:
+            self._seen.setdefault(proc.pid, proc)
+
+    def _with_seen(self, found: list[psutil.Process]) -> list[psutil.Process]:
+        by_pid = {p.pid: p for p in found}
+        for pid, proc in self._seen.items():
+            if pid not in by_pid and _is_running(proc):
+                by_pid[pid] = proc
+        return list(by_pid.values())
 
     def stop(self, root: psutil.Popen | None, marker: EnvMarker, grace_s: float) -> StopReport:
-        """Stop the tree under `root` plus everything carrying `marker`; verify and report."""
-        report = self._stop(lambda: _tree_and_marked(root, marker), grace_s)
+        """Stop the tree under `root`, everything carrying `marker` and every process recorded
+        while it ran; wait for each by PID; report the survivors."""
+        report = self._stop(lambda: self._with_seen(_tree_and_marked(root, marker)), grace_s)
         if root is not None:
             root.poll()
         return report

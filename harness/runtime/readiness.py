@@ -1,12 +1,14 @@
-"""Readiness phases, in order. Each is a small strategy that owns its wait and its failures:
-`done(topo)` polls once; `overdue(topo)` returns the failure this phase raises when a budget it
-spends has run out (and which cause that is), else None.
+"""Readiness phases, in order. Each is a small strategy that owns its wait and its failure, with
+one deadline for all of them (mirakuru's executors: later phases get only what earlier ones
+left): `failure(topo, left_s)` returns the failure it has reached, else None; `done(topo,
+left_s)` polls once and never raises, and spends at most `left_s` (a warm-up request's timeout
+is what is left, so no phase can run past `total_s`).
 
-Every phase spends the topology's `total_s` (`phase_timeout`). The registration phases also spend
+Every phase fails `phase_timeout` when nothing is left. The registration phases also spend
 `register_s` (`never_registered`); `WorkersHealthy` also names a worker with no health source
 after its grace, and `ModelListed` a model not listed a grace after every worker turned healthy.
 A phase sees the running topology only through `Observed`, so this module does not know
-`Topology`.
+`ServedTopology`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from harness.runtime.plan import LaunchPlan
 
 
 class Observed(Protocol):
-    """What a phase may look at and do: the running topology as `Topology` exposes it."""
+    """What a phase may look at and do: the running topology as `ServedTopology` exposes it."""
 
     plan: LaunchPlan
     timeline: HealthTimeline
@@ -44,30 +46,31 @@ class Observed(Protocol):
 
     def processes(self) -> list[psutil.Process]: ...
 
-    def post_chat(self, body: dict[str, Any], check_roles: bool = True) -> requests.Response: ...
+    def post_chat(
+        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> requests.Response: ...
 
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
 
 
 class Phase:
     """One step of readiness. Subclasses give `name`, `done` and `waiting_for`; a phase that
-    spends a budget besides `total_s` extends `overdue`."""
+    fails for another reason than the budget running out extends `failure`."""
 
     name: ClassVar[str]
 
-    def done(self, topo: Observed) -> bool:
+    def done(self, topo: Observed, left_s: float) -> bool:
         raise NotImplementedError
 
     def waiting_for(self, topo: Observed) -> str:
         raise NotImplementedError
 
-    def overdue(self, topo: Observed) -> TopologyFailure | None:
-        total = topo.plan.budget.total_s
-        if topo.elapsed() > total:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+        if left_s <= 0:
             return topo.failure(
                 Cause.PHASE_TIMEOUT,
-                f"phase {self.name} over the {total:.0f} s budget: waiting for "
-                f"{self.waiting_for(topo)}; roles: {topo.health_summary()}",
+                f"phase {self.name} over the {topo.plan.budget.total_s:.0f} s budget: waiting "
+                f"for {self.waiting_for(topo)}; roles: {topo.health_summary()}",
             )
         return None
 
@@ -125,10 +128,10 @@ def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
 class Registering(Phase):
     """A phase that waits for registration: past `register_s` the model never registered."""
 
-    def overdue(self, topo: Observed) -> TopologyFailure | None:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         if topo.elapsed() > topo.plan.budget.register_s:
             return never_registered(topo, self.waiting_for(topo))
-        return super().overdue(topo)
+        return super().failure(topo, left_s)
 
 
 class WorkersHealthy(Registering):
@@ -136,14 +139,14 @@ class WorkersHealthy(Registering):
 
     name = "workers_healthy"
 
-    def done(self, topo: Observed) -> bool:
+    def done(self, topo: Observed, left_s: float) -> bool:
         return all(topo.health_state(r.name) == "ready" for r in topo.plan.workers)
 
     def waiting_for(self, topo: Observed) -> str:
         pending = [r.name for r in topo.plan.workers if topo.health_state(r.name) != "ready"]
         return f"/health 200 from {pending}"
 
-    def overdue(self, topo: Observed) -> TopologyFailure | None:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         grace = topo.plan.budget.no_health_source_grace_s
         for role in topo.plan.workers:
             stuck = topo.timeline.since_state(role.name, "no_health_source")
@@ -159,7 +162,7 @@ class WorkersHealthy(Registering):
                     role=role.name,
                     port=role.port,
                 )
-        return super().overdue(topo)
+        return super().failure(topo, left_s)
 
 
 class ModelListed(Registering):
@@ -168,13 +171,13 @@ class ModelListed(Registering):
 
     name = "model_listed"
 
-    def done(self, topo: Observed) -> bool:
+    def done(self, topo: Observed, left_s: float) -> bool:
         return topo.plan.served_model_name in topo.listed_models()
 
     def waiting_for(self, topo: Observed) -> str:
         return f"{topo.plan.served_model_name} in /v1/models (listed: {topo.listed_models()})"
 
-    def overdue(self, topo: Observed) -> TopologyFailure | None:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         healthy_at = topo.phase_times.get(WorkersHealthy.name)
         if healthy_at is not None:
             healthy_for = topo.elapsed() - healthy_at
@@ -184,7 +187,7 @@ class ModelListed(Registering):
                     f"{self.waiting_for(topo)}; every worker has been healthy for "
                     f"{healthy_for:.1f} s",
                 )
-        return super().overdue(topo)
+        return super().failure(topo, left_s)
 
 
 class RegisteredAsPlanned(Phase):
@@ -194,10 +197,13 @@ class RegisteredAsPlanned(Phase):
 
     name = "registered_as_planned"
 
-    def done(self, topo: Observed) -> bool:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         missing, misnamed = registration_problems(topo)
         if missing or misnamed:
-            raise never_registered(topo, "every role registered as its profile says")
+            return never_registered(topo, "every role registered as its profile says")
+        return super().failure(topo, left_s)
+
+    def done(self, topo: Observed, left_s: float) -> bool:
         return True
 
     def waiting_for(self, topo: Observed) -> str:
@@ -209,7 +215,7 @@ class WarmedUp(Phase):
 
     404/503 mean "not routable yet" and are retried; any other error repeated
     `REPEATS_TO_FAIL` times in a row is a real fault (e.g. a 500 for an unsupported media path).
-    """
+    A request waits at most what is left of the budget."""
 
     name = "warmed_up"
     RETRYABLE = (404, 503)
@@ -219,27 +225,35 @@ class WarmedUp(Phase):
         self.pending = list(bodies)
         self.last_error = ""
         self.repeats = 0
+        self.fault: tuple[str, list[str]] | None = None  # (error, media) once it repeats
 
-    def done(self, topo: Observed) -> bool:
-        while self.pending:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+        if self.fault is not None:
+            error, media = self.fault
+            return topo.failure(Cause.HTTP_ERROR, f"warm-up request answered {error} "
+                                f"{self.repeats} times (media: {media})")  # fmt: skip
+        return super().failure(topo, left_s)
+
+    def done(self, topo: Observed, left_s: float) -> bool:
+        while self.pending and self.fault is None:
+            timeout = min(topo.plan.budget.request_s, left_s)
             try:
-                resp = topo.post_chat(self.pending[0], check_roles=False)
-            except requests.RequestException as exc:
+                resp = topo.post_chat(self.pending[0], check_roles=False, timeout_s=timeout)
+            except (requests.RequestException, TopologyFailure) as exc:
                 self.last_error = str(exc)
                 return False
             if resp.status_code != 200:
-                error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                self.repeats = self.repeats + 1 if error == self.last_error else 1
-                self.last_error = error
-                if resp.status_code not in self.RETRYABLE and self.repeats >= self.REPEATS_TO_FAIL:
-                    raise topo.failure(
-                        Cause.HTTP_ERROR,
-                        f"warm-up request answered {error} {self.repeats} times "
-                        f"(media: {media_kinds(self.pending[0])})",
-                    )
+                self.note_error(resp)
                 return False
             self.pending.pop(0)
-        return True
+        return not self.pending
+
+    def note_error(self, resp: requests.Response) -> None:
+        error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+        self.repeats = self.repeats + 1 if error == self.last_error else 1
+        self.last_error = error
+        if resp.status_code not in self.RETRYABLE and self.repeats >= self.REPEATS_TO_FAIL:
+            self.fault = (error, media_kinds(self.pending[0]))
 
     def waiting_for(self, topo: Observed) -> str:
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
@@ -250,13 +264,16 @@ class LoopbackOnly(Phase):
 
     name = "loopback_only"
 
-    def done(self, topo: Observed) -> bool:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         exposed = exposed_listeners(p.pid for p in topo.processes())
         if exposed:
-            raise topo.failure(
+            return topo.failure(
                 Cause.EXPOSED_LISTENER,
                 f"listening beyond 127.0.0.1: {exposed}; bind it to 127.0.0.1 in the launcher",
             )
+        return super().failure(topo, left_s)
+
+    def done(self, topo: Observed, left_s: float) -> bool:
         return True
 
     def waiting_for(self, topo: Observed) -> str:
@@ -271,7 +288,7 @@ class RanDynamoSource(Phase):
 
     name = "ran_dynamo_src"
 
-    def done(self, topo: Observed) -> bool:
+    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         source = topo.plan.dynamo_src
         assert source is not None
         records = import_records(topo.plan.log_dir)
@@ -287,13 +304,16 @@ class RanDynamoSource(Phase):
                 what = (f"loaded {', '.join(f'{m} from {f}' for m, f in elsewhere.items())}"
                         if elsewhere else "recorded no dynamo import (the harness's recorder "
                         "was not on its path)")  # fmt: skip
-                raise topo.failure(
+                return topo.failure(
                     Cause.LAUNCHER_INVALID,
                     f"role '{role.name}' (pid {pid}) did not run the checkout's Python under "
                     f"{source.python_dir}: it {what}; the launcher must keep PYTHONPATH and "
                     "start roles with the harness's python",
                     role=role.name,
                 )
+        return super().failure(topo, left_s)
+
+    def done(self, topo: Observed, left_s: float) -> bool:
         return True
 
     def waiting_for(self, topo: Observed) -> str:

@@ -1,4 +1,6 @@
-"""The processes behind a running plan: the launcher and the roles it started (pid files)."""
+"""The processes behind a running plan: the launcher and the roles it started, read from the
+files the launcher contract writes beside each role's log (launchers/lib/common.sh): NAME.pid,
+NAME.exit (the first role to exit, with its code) and roles.started."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import psutil
 from harness.runtime.plan import LaunchPlan
 
 LOG_TAIL_LINES = 30
-EXIT_LINE = re.compile(r"launcher: role (\S+) \(pid (\d+)\) exited with code (\d+)")
-ALL_STARTED = re.compile(r"^launcher: all roles started: (.*)$", re.M)
+STARTED_FILE = "roles.started"
+EXIT_SUFFIX = ".exit"
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -98,15 +100,16 @@ class RoleTable:
         return sorted(gone, key=lambda name: name != first)
 
     def first_exit(self) -> str | None:
-        match = EXIT_LINE.search(tail(self.launcher_log, 200))
-        return match.group(1) if match else None
+        """The role whose exit ended the launcher (its NAME.exit file), if one has."""
+        found = sorted(self.plan.log_dir.glob(f"*{EXIT_SUFFIX}"), key=lambda p: p.stat().st_mtime)
+        return found[0].name.removesuffix(EXIT_SUFFIX) if found else None
 
     def exit_code(self, role: str) -> int | None:
-        """The code the launcher saw the role exit with, if it logged one."""
-        for match in EXIT_LINE.finditer(tail(self.launcher_log, 200)):
-            if match.group(1) == role:
-                return int(match.group(3))
-        return None
+        """The code the launcher saw the role exit with, if it wrote one."""
+        try:
+            return int((self.plan.log_dir / f"{role}{EXIT_SUFFIX}").read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def owner_of(self, pid: int | None) -> str:
         """'role prefill (pid 123)' if `pid` is one of ours (or a child of one), else the pid."""
@@ -123,14 +126,11 @@ class RoleTable:
         return [r.name for r in self.plan.roles if r.name not in self.known]
 
     def never_started(self) -> tuple[list[str], list[str]] | None:
-        """Once the launcher says it started all its roles (wait_any_exit): the declared roles
-        it did not start, and the ones it did. None while it is still starting them."""
+        """Once the launcher says it started all its roles (its roles.started file): the
+        declared roles it did not start, and the ones it did. None while it is still starting
+        them."""
         try:
-            text = self.launcher_log.read_text(errors="replace")
+            started = (self.plan.log_dir / STARTED_FILE).read_text().split()
         except FileNotFoundError:
             return None
-        match = ALL_STARTED.search(text)
-        if match is None:
-            return None
-        started = match.group(1).split()
         return [r.name for r in self.plan.roles if r.name not in started], started

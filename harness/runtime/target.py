@@ -38,7 +38,7 @@ from harness.runtime.readiness import (
     WarmedUp,
     WorkersHealthy,
 )
-from harness.runtime.topology import Topology
+from harness.runtime.served import ServedTopology
 
 # A deployed role that does not answer its health URL this long is unreachable (it is meant to
 # be up already; a few seconds cover a restart between polls).
@@ -123,27 +123,17 @@ def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan
     )
 
 
-class TargetTopology(Topology):
+class TargetTopology(ServedTopology):
     """A deployed topology behind a plan of URLs: entering waits for readiness (no spawn),
     leaving stops nothing. Roles are watched through their health URLs only."""
 
     def __init__(self, plan: LaunchPlan, warmups: Sequence[dict[str, Any]], api_key: str | None):
         phases: list[Phase] = [WorkersHealthy(), ModelListed(), RegisteredAsPlanned(),
                                WarmedUp(warmups)]  # fmt: skip
-        super().__init__(plan, warmups, phases)
+        super().__init__(plan, phases)
         if api_key:
             self._http.headers["Authorization"] = f"Bearer {api_key}"
         self._down_since: dict[str, float] = {}
-
-    def start(self) -> None:
-        self.plan.log_dir.mkdir(parents=True, exist_ok=True)
-
-    def stop(self, grace_s: float = 0.0) -> None:  # type: ignore[override]
-        self.phase = "teardown"
-        self._release()
-
-    def processes(self) -> list[Any]:
-        return []
 
     def watch(self) -> None:
         """Probe every worker's health URL; one that does not answer is named."""
@@ -153,10 +143,10 @@ class TargetTopology(Topology):
                 self._down_since.pop(role.name, None)
                 continue
             since = self._down_since.setdefault(role.name, now)
-            if role.name in self._healthy_once or now - since > UNREACHABLE_GRACE_S:
+            if role.name in self.healthy_once or now - since > UNREACHABLE_GRACE_S:
                 raise self.failure(
                     Cause.ROLE_UNREACHABLE,
                     f"deployed role '{role.name}' does not answer {role.health_url} "
-                    f"({'after it was healthy' if role.name in self._healthy_once else 'at all'})",
+                    f"({'after it was healthy' if role.name in self.healthy_once else 'at all'})",
                     role=role.name,
                 )

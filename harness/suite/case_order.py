@@ -1,7 +1,9 @@
 """In which order serve cases run. Cases of one launch signature always stay together.
 
-CPU tier: baselines first (agg, then e_pd, then epd), plain launches before flagged ones, so the
-cross-topology checks find their baseline in the same session.
+CPU tier: baselines first, plain launches before flagged ones, so the cross-topology checks find
+their baseline in the same session. The order follows the profiles' `same_as` data, not topology
+names: a topology whose cases are judged against another's runs after it (agg, then e_pd, p_d,
+agg_router, then epd, which is judged against e_pd).
 GPU tier: the longest launch groups first (LPT, from a previous run's results.jsonl), which keeps
 the makespan of a parallel run close to its lower bound (bench/gpu_makespan.py). The orders are
 small strategies (xdist-scheduler style): `FileOrder`, `LongestFirst`.
@@ -16,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.profiles import TOPOLOGY_ORDER
 from harness.suite.serve_case import ServeCase
 
 
@@ -68,9 +69,31 @@ def recorded_durations(path: Path | None) -> dict[str, float]:
     return out
 
 
-def topology_rank(sc: ServeCase) -> int:
-    topo = sc.profile.topology
-    return TOPOLOGY_ORDER.index(topo) if topo in TOPOLOGY_ORDER else len(TOPOLOGY_ORDER)
+def baseline_depths(cases: Sequence[ServeCase]) -> dict[tuple[str, str, str], int]:
+    """(stack, model, topology) -> how many baselines deep it is: 0 when none of its cases is
+    judged against another topology, else one more than the deepest it is judged against.
+    Example: agg 0, e_pd (same_as agg) 1, epd (same_as e_pd) 2."""
+    wants: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for sc in cases:
+        p = sc.profile
+        own = (p.stack, p.model.short_name, p.topology)
+        for request in (sc.case, *sc.case.follow_ups):
+            if request.cpu.same_as and request.cpu.same_as != p.topology:
+                wants[own].add(request.cpu.same_as)
+        wants.setdefault(own, set())
+    depths: dict[tuple[str, str, str], int] = {}
+
+    def depth(key: tuple[str, str, str], seen: frozenset[str] = frozenset()) -> int:
+        if key not in depths:
+            stack, model, topology = key
+            below = [depth((stack, model, t), seen | {topology}) for t in wants.get(key, ())
+                     if t not in seen]  # fmt: skip
+            depths[key] = 1 + max(below) if below else 0
+        return depths[key]
+
+    for key in list(wants):
+        depth(key)
+    return depths
 
 
 def order_key(
@@ -79,9 +102,12 @@ def order_key(
     """A sort key for these cases (signature groups never split)."""
     rank: dict[str, int] = {}
     group_s: dict[str, float] = defaultdict(float)
+    depths = baseline_depths(cases)
     for sc in cases:
         sig = sc.signature or ""
-        rank[sig] = min(rank.get(sig, 99), topology_rank(sc))
+        p = sc.profile
+        own = depths.get((p.stack, p.model.short_name, p.topology), 0)
+        rank[sig] = max(rank.get(sig, 0), own)  # after every baseline any of its cases needs
         group_s[sig] += durations.get(sc.test_id, DEFAULT_GROUP_S / 4)
     lpt = {
         sig: i for i, sig in enumerate(LongestFirst(group_s, DEFAULT_GROUP_S).order(list(group_s)))

@@ -10,11 +10,11 @@ from harness.profiles import CaseSpec, Profile, Tier
 from harness.resources.ports import PortRegistry
 from harness.runtime.launch import launch
 from harness.runtime.plan import launch_signature
-from harness.runtime.topology import Topology
+from harness.runtime.served import ServedTopology
 
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
-Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], Topology]
+Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], ServedTopology]
 
 
 class TopologyPool:
@@ -32,12 +32,12 @@ class TopologyPool:
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.opener = opener
-        self.current: Topology | None = None
+        self.current: ServedTopology | None = None
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
-        self.failed: dict[str, tuple[TopologyFailure, Topology]] = {}
+        self.failed: dict[str, tuple[TopologyFailure, ServedTopology]] = {}
         self.launched_here = False
 
-    def get(self, profile: Profile, case: CaseSpec) -> Topology:
+    def get(self, profile: Profile, case: CaseSpec) -> ServedTopology:
         signature = launch_signature(profile, self.tier, case)
         if signature in self.failed:
             raise self.failed[signature][0]
@@ -60,7 +60,7 @@ class TopologyPool:
         self.launched_here = True
         return topo
 
-    def topology_for(self, profile: Profile, case: CaseSpec) -> Topology | None:
+    def topology_for(self, profile: Profile, case: CaseSpec) -> ServedTopology | None:
         """The live or failed topology this case ran (or tried to run) on."""
         signature = launch_signature(profile, self.tier, case)
         if self.current is not None and self.current.plan.signature == signature:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge
 from harness.judging.oracles import OracleResult
-from harness.judging.path_oracle import ROUTED_TOPOLOGIES, check_path, expected_path
+from harness.judging.path_oracle import check_path, expected_path
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.profiles.marks import cadence_marks
 from harness.resources.gpu_inventory import GpuInventory
@@ -22,7 +23,7 @@ from harness.resources.memory_plan import plan_memory
 from harness.resources.tier import missing_engine
 from harness.runtime.generate_counter import WorkerCounters, prompt_tokens_ran, requests_of
 from harness.runtime.plan import launch_signature
-from harness.runtime.topology import Topology
+from harness.runtime.served import ServedTopology
 from harness.suite.pool import TopologyPool
 
 XPU_SKIP = (
@@ -76,7 +77,7 @@ class ServeCase:
 class CaseRecord:
     """What one case did, for the results file and the failure report."""
 
-    topology: Topology | None = None
+    topology: ServedTopology | None = None
     reused: bool = False
     answers: list[dict[str, Any]] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
@@ -112,7 +113,7 @@ def run_case(
             pool.discard(failure)
             raise
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
-        path, after = settled_path(topo, request, before, sc.profile.topology)
+        path, after = settled_path(topo, request, before, sc.profile.replicas)
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
         answer = judge.answer(request, body, resp, ran=ran, path=path, send=topo.post_chat)
         if resp.status_code == 200:
@@ -120,7 +121,7 @@ def run_case(
         content_before = judge.content_passed
         record.checks += judge.judge(answer)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
-    if sc.profile.topology in ROUTED_TOPOLOGIES:
+    if sc.profile.replicas:
         record.checks.append(judge_spread(topo, case_start))
     return record.checks
 
@@ -128,7 +129,7 @@ def run_case(
 SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica
 
 
-def judge_spread(topo: Topology, case_start: dict[str, float | None]) -> str:
+def judge_spread(topo: ServedTopology, case_start: dict[str, float | None]) -> str:
     """Behind a router, the case's requests reached every replica: 'two workers' is not one.
     Requests sent one after another may all land on one replica (a KV router breaks ties the same
     way when nothing is cached or in flight), so a few distinct ones are sent at once first."""
@@ -161,11 +162,14 @@ PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have mov
 
 
 def settled_path(
-    topo: Topology, request: RequestSpec, before: dict[str, WorkerCounters | None], topology: str
+    topo: ServedTopology,
+    request: RequestSpec,
+    before: dict[str, WorkerCounters | None],
+    replicas: Sequence[str] = (),
 ) -> tuple[OracleResult, dict[str, WorkerCounters | None]]:
     """The path check of one request (the roles that served it are the ones its topology and
     media say must) and the counters it settled on (each role's prompt tokens, for the judge)."""
-    expected = expected_path(topo.plan.workers, request.media, request.path, topology)
+    expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
     deadline = time.monotonic() + PATH_SETTLE_S
     while True:
         after = topo.role_counters()
@@ -176,10 +180,13 @@ def settled_path(
 
 
 def judge_path(
-    topo: Topology, request: RequestSpec, before: dict[str, WorkerCounters | None], topology: str
+    topo: ServedTopology,
+    request: RequestSpec,
+    before: dict[str, WorkerCounters | None],
+    replicas: Sequence[str] = (),
 ) -> str:
     """The path check of one request, raising wrong_path where it does not hold."""
-    result = settled_path(topo, request, before, topology)[0]
+    result = settled_path(topo, request, before, replicas)[0]
     if not result.passed:
         raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
     return result.detail

@@ -73,15 +73,25 @@ _stop_roles() {
   wait 2>/dev/null || true
 }
 
+# The launcher contract in files, beside each role's pid file (read by harness/runtime/roles.py):
+#   $HARNESS_LOG_DIR/roles.started   every role this launcher started, one per line, written once
+#                                    all are (the harness names a declared role missing from it)
+#   $HARNESS_LOG_DIR/NAME.exit       the exit code of the first role to exit (it ends the script)
+_write_contract() {
+  [[ -n $HARNESS_LOG_DIR ]] || return 0
+  printf '%s\n' "$2" >"$HARNESS_LOG_DIR/.$1.tmp" && mv "$HARNESS_LOG_DIR/.$1.tmp" "$HARNESS_LOG_DIR/$1"
+}
+
 wait_any_exit() {
   trap _stop_roles EXIT
   trap 'exit 143' TERM INT
-  # The harness names a declared role missing from this list at once (role_not_started).
+  _write_contract roles.started "$(printf '%s\n' "${_roles[@]}")"
   echo "launcher: all roles started: ${_roles[*]}" >&2
   local code=0 i
   wait -n "${_pids[@]}" || code=$?
   for i in "${!_pids[@]}"; do
     if ! kill -0 "${_pids[$i]}" 2>/dev/null; then
+      _write_contract "${_roles[$i]}.exit" "$code"
       echo "launcher: role ${_roles[$i]} (pid ${_pids[$i]}) exited with code $code" >&2
       break
     fi
@@ -161,6 +171,17 @@ vllm_encoder_env() {
   echo "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES=$(managed "HARNESS_KV_BYTES_$key" 67108864)" \
     "DYN_VLLM_ENCODER_GPU_MEMORY_UTILIZATION=$(managed "HARNESS_GPU_UTIL_$key" 0.2)" \
     "DYN_VLLM_ENCODER_MAX_NUM_SEQS=$(managed HARNESS_MAX_NUM_SEQS 64)"
+}
+
+# The vLLM encode worker of the disaggregated launchers (system port DYN_SYSTEM_PORT1, the layout's
+# GPU 0): an images-only worker that hands embeddings to the prefill/PD worker. It registers no
+# health-check payload, so each launcher gives it a health source in front of the call:
+#   DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' start_vllm_encode_worker
+start_vllm_encode_worker() {
+  DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
+    start_role encode env $(vllm_encoder_env encode) "$PYTHON" -m dynamo.vllm --model "$MODEL" \
+    --served-model-name "$SERVED_MODEL_NAME" --disaggregation-mode encode --enable-multimodal \
+    $(engine_args "$LAYOUT" encode 0.1) $(embedding_transfer_args) "${FRONTEND_DECODING[@]}"
 }
 
 # Refuse a tier the engine cannot run on: require_gpu_tier WHY (exit 2 with the reason).

@@ -7,10 +7,7 @@ begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
 # The encode worker registers no health-check payload: without this its /health is 503 forever.
 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' \
-  DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
-  start_role encode env $(vllm_encoder_env encode) "$PYTHON" -m dynamo.vllm --model "$MODEL" \
-  --served-model-name "$SERVED_MODEL_NAME" --disaggregation-mode encode --enable-multimodal \
-  $(engine_args "$LAYOUT" encode 0.1) $(embedding_transfer_args) "${FRONTEND_DECODING[@]}"
+  start_vllm_encode_worker
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) \
   start_role pd "$PYTHON" -m dynamo.vllm --model "$MODEL" \

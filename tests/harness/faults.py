@@ -28,9 +28,10 @@ from harness.judging.chat_request import MediaURLs
 from harness.judging.judge import CaseJudge
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.runtime.launch import launch
+from harness.runtime.launched import LaunchedTopology
 from harness.runtime.listeners import listening_ports
 from harness.runtime.processes import marked_processes
-from harness.runtime.topology import POLL_S, Topology
+from harness.runtime.served import POLL_S
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
@@ -77,7 +78,7 @@ class Clock:
     note: str = ""
 
 
-Body = Callable[[Topology, Clock], None]
+Body = Callable[[LaunchedTopology, Clock], None]
 
 
 def run_fault(
@@ -85,8 +86,8 @@ def run_fault(
     body: Body | None = None,
     *,
     warmups: list[dict[str, Any]] | None = None,
-    before: Callable[[Topology], Any] | None = None,
-    after: Callable[[Topology, Clock], None] | None = None,
+    before: Callable[[LaunchedTopology], Any] | None = None,
+    after: Callable[[LaunchedTopology, Clock], None] | None = None,
     request_phase: bool = False,
 ) -> FaultRun:
     """Launch `profile` (cpu tier), run `body` once ready, and capture the named failure."""
@@ -132,10 +133,10 @@ def _held(resource: Any) -> Iterator[None]:
             resource.close()
 
 
-def died_at(log_name: str) -> Callable[[Topology, Clock], None]:
+def died_at(log_name: str) -> Callable[[LaunchedTopology, Clock], None]:
     """Time the verdict from the last write to a log (≈ when the process that wrote it exited)."""
 
-    def after(topo: Topology, clock: Clock) -> None:
+    def after(topo: LaunchedTopology, clock: Clock) -> None:
         clock.fault_wall = (topo.plan.log_dir / log_name).stat().st_mtime
         clock.note = f"timed from the last write to {log_name}"
 
@@ -168,7 +169,7 @@ def crash_mid_test(tmp: Path) -> FaultRun:
     """SIGKILL the worker while a long request is in flight: ROLE_EXITED within a poll."""
     profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=20)
 
-    def body(topo: Topology, clock: Clock) -> None:
+    def body(topo: LaunchedTopology, clock: Clock) -> None:
         pid = int((topo.plan.log_dir / "worker.pid").read_text())
 
         def kill() -> None:
@@ -188,7 +189,7 @@ def worker_exits_zero(tmp: Path) -> FaultRun:
     exits cleanly, code 0. Still a dead role: ROLE_EXITED (code 0), timed from its last log write.
     """
 
-    def body(topo: Topology, clock: Clock) -> None:
+    def body(topo: LaunchedTopology, clock: Clock) -> None:
         os.kill(int((topo.plan.log_dir / "worker.pid").read_text()), signal.SIGTERM)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -228,8 +229,8 @@ def role_not_started(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker", register_s=25)
     typo = RoleSpec(name="encoder", kind="aux")
     run = run_fault(profile.model_copy(update={"roles": [*profile.roles, typo]}),
-                    after=died_at("launcher.log"))  # fmt: skip
-    run.note = "timed from the launcher's 'all roles started' line"
+                    after=died_at("roles.started"))  # fmt: skip
+    run.note = "timed from the launcher's roles.started file"
     return run
 
 
@@ -243,7 +244,7 @@ def port_squat(env_var: str) -> Callable[[Path], FaultRun]:
     def scenario(tmp: Path) -> FaultRun:
         """A foreign listener on a leased port before launch: PORT_IN_USE before any spawn."""
 
-        def squat(topo: Topology) -> socket.socket:
+        def squat(topo: LaunchedTopology) -> socket.socket:
             sock = socket.socket()
             sock.bind(("127.0.0.1", topo.plan.ports[env_var]))
             sock.listen()
@@ -258,14 +259,14 @@ def request_hang(tmp: Path) -> FaultRun:
     """A real mocker slowed 1000x: healthy and listed, but a 500-token answer takes minutes."""
     profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=3)
 
-    def body(topo: Topology, clock: Clock) -> None:
+    def body(topo: LaunchedTopology, clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         topo.post_chat({**HELLO, "max_tokens": 500})
 
     return run_fault(profile, body, request_phase=True)
 
 
-def _judge(topo: Topology, profile: Profile, tier: Tier = "cpu") -> CaseJudge:
+def _judge(topo: LaunchedTopology, profile: Profile, tier: Tier = "cpu") -> CaseJudge:
     urls = MediaURLs("", "", "", "", "", {})
     return CaseJudge(profile, tier, topo.plan.model, urls, BaselineStore(), topo.plan.signature)
 
@@ -274,7 +275,7 @@ def http_error(tmp: Path) -> FaultRun:
     """A request for a model the frontend does not serve: real 404 -> HTTP_ERROR (judge)."""
     profile = fault_profile("mocker")
 
-    def body(topo: Topology, clock: Clock) -> None:
+    def body(topo: LaunchedTopology, clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         sent = {**HELLO, "model": "no-such-model"}
         resp = topo.post_chat(sent)
@@ -298,7 +299,7 @@ def wrong_answer(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker")
     request = profile.cases[0].model_copy(update={"gpu": GpuExpect(any_of=["green"])})
 
-    def body(topo: Topology, clock: Clock) -> None:
+    def body(topo: LaunchedTopology, clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
         judge = _judge(topo, profile, tier="gpu")

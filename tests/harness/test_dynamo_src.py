@@ -92,15 +92,15 @@ def test_a_role_that_ran_the_installed_package_is_named(tmp_path: Path) -> None:
     logs.mkdir()
     write_role(logs, "frontend", 101, "dynamo.harness_probe", ours)
     write_role(logs, "decode", 102, "dynamo.harness_probe", str(SITE / "dynamo/x/__init__.py"))
-    with pytest.raises(TopologyFailure) as failure:
-        RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
-    assert failure.value.cause == Cause.LAUNCHER_INVALID
-    assert failure.value.message.startswith("role 'decode' (pid 102) did not run the checkout's")
+    failure = RanDynamoSource().failure(ObservedLogs(logs, source), 10.0)  # type: ignore[arg-type]
+    assert failure is not None and failure.cause == Cause.LAUNCHER_INVALID
+    assert failure.message.startswith("role 'decode' (pid 102) did not run the checkout's")
     write_role(logs, "decode", 102, "dynamo.harness_probe", ours)
-    assert RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
+    assert RanDynamoSource().failure(ObservedLogs(logs, source), 10.0) is None  # type: ignore[arg-type]
     (import_records_dir(logs) / "101.jsonl").unlink()
-    with pytest.raises(TopologyFailure, match=r"'frontend' .* recorded no dynamo import"):
-        RanDynamoSource().done(ObservedLogs(logs, source))  # type: ignore[arg-type]
+    failure = RanDynamoSource().failure(ObservedLogs(logs, source), 10.0)  # type: ignore[arg-type]
+    assert failure is not None and "'frontend' (pid 101)" in failure.message
+    assert "recorded no dynamo import" in failure.message
 
 
 def test_the_shipped_patch_makes_a_checkout_of_the_installed_wheel(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
 from harness.resources.gpu_inventory import GpuInventory
-from harness.suite.plugin import marks_for, xdist_group_name
+from harness.suite.collection import marks_for, xdist_group_name
 from harness.suite.serve_case import ServeCase
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)

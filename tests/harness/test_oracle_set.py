@@ -56,7 +56,8 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
                     ran.clear()
                     judge.judge(judge.answer(request, {"messages": []}, canned(plan.status)))
                     assert ran == [label.removesuffix(DECLARED) for label in plan.labels], (
-                        profile.test_id(case), tier
+                        profile.test_id(case),
+                        tier,
                     )
                     checked += 1
     assert checked > 60  # every request of every shipped case, both tiers

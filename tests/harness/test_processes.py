@@ -165,7 +165,7 @@ def test_remembered_group_catches_an_unmarked_orphan(marker: EnvMarker, tmp_path
     wait_until(lambda: pid_file.exists() and pid_file.read_text().strip())
     orphan = psutil.Process(int(pid_file.read_text()))
     reaper = ProcessReaper()
-    reaper.remember_groups(root, marker)
+    reaper.remember(root, marker)
     wait_until(
         lambda: orphan.ppid() != 0 and orphan.pid not in [c.pid for c in root.children(True)]
     )

@@ -55,7 +55,8 @@ def test_good_profile_and_test_ids(tmp_path: Path) -> None:
         (("suffix: b64, ", ""), "<top>", "repeat"),
         (("stack: dynamo-vllm", "stack: dynamo-trt"), "stack", "dynamo-vllm"),
         (("name: t\n", "name: t\ncolour: red\n"), "colour", "Extra inputs"),
-        (("topology: agg", "topology: aggregated"), "topology", "'agg_router'"),
+        (("topology: agg", "topology: Agg-Router"), "topology", "pattern"),
+        (("roles:\n", "replicas: [worker, frontend]\nroles:\n"), "<top>", "two or more worker"),
         (
             ("- {prompt: hi, media: [image_url]}", "- {prompt: hi, cpu: {status: 400}}"),
             "cases.0.cpu",

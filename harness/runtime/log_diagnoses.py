@@ -1,0 +1,133 @@
+"""Causes a launched topology can only read from its own files: the launcher contract's files and
+each role's log. One small strategy per diagnosis (`check` returns its failure or None), run
+from one place, `LaunchedTopology.watch`, in this order."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+from harness.core.verdict import Cause, TopologyFailure
+from harness.runtime.listeners import listeners
+from harness.runtime.roles import tail
+
+if TYPE_CHECKING:
+    from harness.runtime.launched import LaunchedTopology
+
+PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
+# What a Dynamo 1.6.1 worker logs when its system port is taken; it then runs on without /health.
+HEALTH_SERVER_FAILED = "System status server startup failed"
+HEALTH_BIND_FAILED = re.compile(r"Failed to bind to address [\d.]+:(\d+)")
+LOG_SCAN_S = 1.0  # how often the logs of a starting topology are read for a bind failure
+
+
+class LogDiagnosis:
+    """One diagnosis. `starting_only`: it is looked for until the topology is ready."""
+
+    starting_only: ClassVar[bool] = False
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        raise NotImplementedError
+
+
+class RoleExited(LogDiagnosis):
+    """A role exited: the first one the launcher saw (its NAME.exit file), with its code; a port
+    it needed being taken is named from its log."""
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        exited = topo.roles.exited()
+        if not exited:
+            return None
+        name = exited[0]
+        topo.timeline.record(name, "exited")
+        log = tail(topo.roles.log_path(name))
+        code = topo.roles.exit_code(name)
+        taken = any(hint in log for hint in PORT_IN_USE_HINTS)
+        where = "before ready" if topo.phase != "ready" else "mid-test"
+        return topo.failure(
+            Cause.PORT_IN_USE if taken else Cause.ROLE_EXITED,
+            f"role '{name}' exited {where} (code {code if code is not None else 'unknown'})"
+            + (": a port it needs is taken" if taken else ""),
+            role=name,
+            exit_code=code,
+            log_tail=log,
+        )
+
+
+class RoleNotStarted(LogDiagnosis):
+    """A role the profile declares but the launcher never started (no start_role for it, a typo
+    in its name), named as soon as the launcher's roles.started file says it started the others."""
+
+    starting_only = True
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        if topo.all_started:
+            return None
+        report = topo.roles.never_started()
+        if report is None:
+            return None
+        missing, started = report
+        if not missing:
+            topo.all_started = True
+            return None
+        return topo.failure(
+            Cause.ROLE_NOT_STARTED,
+            f"the launcher started {started} and is waiting on them, but the profile declares "
+            f"{missing} too: no `start_role {missing[0]} …` in {topo.plan.launcher.name} (or its "
+            "name differs)",
+            role=missing[0],
+            log_tail=tail(topo.roles.launcher_log),
+        )
+
+
+class HealthServerNotBound(LogDiagnosis):
+    """A worker whose system port was taken keeps running without a health server (Dynamo logs
+    the bind error and goes on): name it, the port and its holder at once, instead of waiting
+    out register_s for a /health that can never answer."""
+
+    starting_only = True
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        if not topo.due("health-server-scan", LOG_SCAN_S):
+            return None
+        for role in topo.plan.workers:
+            if role.name in topo.healthy_once or role.name not in topo.roles.known:
+                continue
+            text = tail(topo.roles.log_path(role.name), 200)
+            if HEALTH_SERVER_FAILED not in text:
+                continue
+            bind = HEALTH_BIND_FAILED.search(text)
+            port = int(bind.group(1)) if bind else role.port
+            holder = topo.roles.owner_of(listeners([port or 0]).get(port or 0))
+            planned = "" if port == role.port else f", not its planned {role.port}"
+            return topo.failure(
+                Cause.PORT_IN_USE,
+                f"worker '{role.name}' runs without a health server: it tried system port {port} "
+                f"({topo.plan.port_name(port)}{planned}), which is held by {holder}; its log: "
+                f"{HEALTH_SERVER_FAILED}",
+                role=role.name,
+                port=port,
+            )
+        return None
+
+
+class LauncherExited(LogDiagnosis):
+    """The launcher script itself exited (before or after ready)."""
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        assert topo.popen is not None
+        code = topo.popen.poll()
+        if code is None:
+            return None
+        return topo.failure(
+            Cause.LAUNCHER_EXITED,
+            f"launcher {topo.plan.launcher.name} exited with code {code} before "
+            f"{'ready' if topo.phase != 'ready' else 'the test ended'}",
+            log_tail=tail(topo.roles.launcher_log),
+            exit_code=code,
+        )
+
+
+DIAGNOSES: tuple[LogDiagnosis, ...] = (
+    RoleExited(), RoleNotStarted(), HealthServerNotBound(), LauncherExited(),
+)  # fmt: skip
