@@ -29,9 +29,7 @@ pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 EPD_PROFILE = REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml"
 EPD_LAUNCHER = Path("launchers") / "vllm" / "disagg_multimodal_epd.sh"
 HEALTH_LINE = re.compile(r"^DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='\[\"generate\"\]' \\\n", re.M)
-ENCODE_CMD = re.compile(
-    r'start_role encode [^\n]*"\$PYTHON" -m dynamo\.vllm[^\n]*\\\n(?:[^\n]*\\\n)*[^\n]*\n'
-)
+ENCODE_CMD = re.compile(r"^  start_vllm_encode_worker\n", re.M)  # the shared helper's call
 NO_HEALTH_SOURCE_BOUND_S = 15.0
 REGISTER_S = 60.0
 
@@ -88,7 +86,7 @@ def test_encode_without_health_source_is_named_fast(
 def test_encode_never_up_is_named_at_register_budget(
     tmp_path: Path, record_property: pytest.RecordProperty
 ) -> None:
-    double = "start_role encode sleep infinity  # TEST DOUBLE: an encoder that never serves\n"
+    double = "  start_role encode sleep infinity  # TEST DOUBLE: an encoder that never serves\n"
     launcher = launchers_copy(tmp_path, ENCODE_CMD, double)
     profile = epd_profile(launcher, register_s=REGISTER_S)
     failure, _, _ = run_to_failure(profile)

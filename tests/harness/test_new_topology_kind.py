@@ -1,0 +1,84 @@
+"""A new topology kind needs a profile and a launcher and nothing else (docs/architecture.md, "add
+a topology kind"): here `agg_twin`, two aggregated workers behind the frontend's round-robin
+router, written in a temp dir and run on the CPU tier with every oracle, the replicas counted as
+one group by the path oracle and the case spread over both."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import REPO_ROOT
+from harness.judging.baselines import BaselineStore
+from harness.judging.chat_request import MediaURLs, warmup_bodies
+from harness.judging.judge import CaseJudge
+from harness.profiles import load_profile
+from harness.suite.pool import TopologyPool
+from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+
+LAUNCHER = """#!/usr/bin/env bash
+# agg_twin: two aggregated workers behind the frontend's round-robin router.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+FRONTEND_ARGS=(--router-mode round-robin)
+begin_topology "$@"
+DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) start_role twin1 "$PYTHON" -m dynamo.vllm \\
+  --model "$MODEL" --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \\
+  $(engine_args default twin1 0.4)
+DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) start_role twin2 "$PYTHON" -m dynamo.vllm \\
+  --model "$MODEL" --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \\
+  $(engine_args default twin2 0.4)
+wait_any_exit
+"""
+
+PROFILE = """
+name: agg_twin_qwen3-vl-2b
+topology: agg_twin
+stack: dynamo-vllm
+launcher: LAUNCHER_PATH
+model: {short_name: qwen3-vl-2b, gpu: Qwen/Qwen3-VL-2B-Instruct, cpu: qwen3_vl}
+roles:
+  - {name: twin1, kind: worker, health_port: DYN_SYSTEM_PORT1, discovery_component: backend}
+  - {name: twin2, kind: worker, health_port: DYN_SYSTEM_PORT2, discovery_component: backend}
+replicas: [twin1, twin2]
+marks: [post_merge]
+gpu: {gpus: 1, budget: {total_s: 600, register_s: 480}}
+cpu: {budget: {total_s: 240, register_s: 150}}
+cases:
+  - prompt: "What colour is the square in this image? Respond with only the colour."
+    media: [image_url]
+    repeat: 2
+"""
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
+    tmp_path: Path, urls: MediaURLs
+) -> None:
+    shutil.copytree(REPO_ROOT / "launchers" / "lib", tmp_path / "lib")
+    launcher = tmp_path / "agg_twin.sh"
+    launcher.write_text(LAUNCHER)
+    launcher.chmod(0o755)
+    (tmp_path / "agg_twin.yaml").write_text(PROFILE.replace("LAUNCHER_PATH", str(launcher)))
+    profile = load_profile(tmp_path / "agg_twin.yaml", tmp_path)
+    sc = ServeCase(profile, profile.cases[0], "cpu")
+    pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
+    record = CaseRecord()
+
+    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
+        plan = topo.plan  # type: ignore[attr-defined]
+        return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
+
+    try:
+        checks = run_case(sc, pool, urls, judge_for, record)
+    finally:
+        pool.close()
+    assert [r.name for r in profile.roles] == ["frontend", "event_broker", "twin1", "twin2"]
+    assert checks.count("path twin1|twin2 +1") == 2, checks
+    assert any(c.startswith("matches the model's own answer: identical") for c in checks)
+    assert checks[-1].startswith("spread over the replicas: twin1 +"), checks[-1]
+    assert "twin2 +0" not in checks[-1]
+    assert record.verdicts and all(read >= 1 for status, read in record.verdicts)
