@@ -82,7 +82,7 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
     with AssetServer(media.green_square_png.parent) as server:
         urls = MediaURLs.serve(server, media)
         with launch(profile, "cpu", case, warmup_bodies([], urls)) as topo:
-            before = topo.request_counts()
+            before = topo.role_counters()
             resp = topo.post_chat(request_body(case, urls))
             assert resp.status_code == 200  # the answer alone looks fine
             with pytest.raises(TopologyFailure) as failure:
