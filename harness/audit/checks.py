@@ -8,7 +8,7 @@ from harness.audit.capture import Capture
 from harness.audit.engine_flags import check_flags
 from harness.audit.findings import Finding, Invocation
 from harness.audit.health_source import ENDPOINT_HEALTH_ENV, lacks_health_source
-from harness.profiles import Profile
+from harness.profiles import Profile, RoleSpec
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
@@ -89,53 +89,20 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
 
 
 def check_health(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
-    out: list[Finding] = []
-    declared = {r.name for r in profile.roles}
-    for name in sorted(set(cap.roles) - declared):
-        out.append(
-            Finding(
-                profile.source,
-                name,
-                "started, but not declared in the profile",
-                "add it to the profile's roles",
-            )
-        )
+    out = [
+        Finding(profile.source, name, "started, but not declared in the profile",
+                "add it to the profile's roles")
+        for name in sorted(set(cap.roles) - {r.name for r in profile.roles})
+    ]  # fmt: skip
     health_ports = set()
     for role in profile.worker_roles:
         call = cap.roles.get(role.name)
         if call is None:
-            out.append(
-                Finding(
-                    profile.source,
-                    role.name,
-                    "worker role declared but never started",
-                    "start_role it, or fix the role name",
-                )
-            )
+            out.append(Finding(profile.source, role.name, "worker role declared but never "
+                               "started", "start_role it, or fix the role name"))  # fmt: skip
             continue
-        want = str(cap.plan.ports[role.health_port or ""])
-        got = call.env.get("DYN_SYSTEM_PORT")
-        health_ports.add(got)
-        if got != want:
-            out.append(
-                Finding(
-                    launcher,
-                    role.name,
-                    f"DYN_SYSTEM_PORT={got} but the harness polls {role.health_port}={want}",
-                    f"set DYN_SYSTEM_PORT=$(port {role.health_port} …) on its start_role",
-                )
-            )
-        if lacks_health_source(call):
-            out.append(
-                Finding(
-                    launcher,
-                    role.name,
-                    f"{call.module} encode worker registers no "
-                    f"health-check payload and {ENDPOINT_HEALTH_ENV} is unset: its "
-                    "/health stays 503 forever",
-                    HEALTH_FIX,
-                )
-            )
+        health_ports.add(call.env.get("DYN_SYSTEM_PORT"))
+        out += worker_health_findings(role, call, cap, launcher)
     if len(health_ports - {None}) != len(profile.worker_roles) and cap.returncode == 0:
         out.append(
             Finding(
@@ -146,6 +113,25 @@ def check_health(profile: Profile, cap: Capture, launcher: str) -> list[Finding]
                 "one DYN_SYSTEM_PORT per worker, from its health_port",
             )
         )
+    return out
+
+
+def worker_health_findings(
+    role: RoleSpec, call: Invocation, cap: Capture, launcher: str
+) -> list[Finding]:
+    """One started worker: its system port is the one the harness polls, and it has a health
+    source (the seed defect: dynamo.vllm's encode worker registers no payload)."""
+    out = []
+    want = str(cap.plan.ports[role.health_port or ""])
+    got = call.env.get("DYN_SYSTEM_PORT")
+    if got != want:
+        what = f"DYN_SYSTEM_PORT={got} but the harness polls {role.health_port}={want}"
+        fix = f"set DYN_SYSTEM_PORT=$(port {role.health_port} …) on its start_role"
+        out.append(Finding(launcher, role.name, what, fix))
+    if lacks_health_source(call):
+        out.append(Finding(launcher, role.name, f"{call.module} encode worker registers no "
+                           f"health-check payload and {ENDPOINT_HEALTH_ENV} is unset: its "
+                           "/health stays 503 forever", HEALTH_FIX))  # fmt: skip
     return out
 
 

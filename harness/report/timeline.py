@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -49,6 +50,20 @@ def _lanes(timeline: list[dict[str, Any]]) -> dict[str, list[tuple[float, str]]]
     return {role: sorted(changes, key=lambda change: change[0]) for role, changes in lanes.items()}
 
 
+@dataclass(frozen=True)
+class Frame:
+    """Where a timeline's seconds land on the plot."""
+
+    start: float
+    end: float
+    top: float
+    bottom: float
+
+    def x_of(self, t: float) -> float:
+        span = self.end - self.start if self.end > self.start else 1.0
+        return LABEL_WIDTH + (t - self.start) / span * PLOT_WIDTH
+
+
 def timeline_svg(result: dict[str, Any]) -> str:
     """SVG of ``result["timeline"]``: each ``{role, t, state}`` entry starts a segment that lasts
     until that role's next entry, or to the end of the run (the latest of duration_s and the
@@ -61,16 +76,10 @@ def timeline_svg(result: dict[str, Any]) -> str:
     times = [t for changes in lanes.values() for t, _ in changes]
     start = min([0.0, *times])
     end = max([result.get("duration_s") or 0.0, result.get("ready_s") or 0.0, *times])
-    span = end - start if end > start else 1.0
-    lane_count = max(len(lanes), 1)
-    plot_top = TOP_MARGIN
-    plot_bottom = plot_top + lane_count * (LANE_HEIGHT + LANE_GAP)
+    top = TOP_MARGIN
+    frame = Frame(start, end, top, top + max(len(lanes), 1) * (LANE_HEIGHT + LANE_GAP))
     width = LABEL_WIDTH + PLOT_WIDTH + 20
-    height = plot_bottom + AXIS_HEIGHT + LEGEND_HEIGHT + 8
-
-    def x_of(t: float) -> float:
-        return LABEL_WIDTH + (t - start) / span * PLOT_WIDTH
-
+    height = frame.bottom + AXIS_HEIGHT + LEGEND_HEIGHT + 8
     title = escape(str(result.get("test_id", "")))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -78,44 +87,60 @@ def timeline_svg(result: dict[str, Any]) -> str:
         f'<text x="4" y="16" font-weight="bold">{title}</text>',
     ]
     if not lanes:
-        parts.append(f'<text x="{LABEL_WIDTH}" y="{plot_top + 15}">no timeline recorded</text>')
+        parts.append(f'<text x="{LABEL_WIDTH}" y="{top + 15}">no timeline recorded</text>')
+    parts += _lane_parts(lanes, frame)
+    parts += _axis_parts(frame, result.get("ready_s"))
+    parts += _legend_parts(frame.bottom + AXIS_HEIGHT + 6)
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _lane_parts(lanes: dict[str, list[tuple[float, str]]], frame: Frame) -> list[str]:
+    parts = []
     for lane_index, (role, changes) in enumerate(lanes.items()):
-        y = plot_top + lane_index * (LANE_HEIGHT + LANE_GAP)
+        y = frame.top + lane_index * (LANE_HEIGHT + LANE_GAP)
         parts.append(f'<text x="4" y="{y + 15}">{escape(role)}</text>')
         for change_index, (t, state) in enumerate(changes):
-            t_next = changes[change_index + 1][0] if change_index + 1 < len(changes) else end
-            x, x_next = x_of(t), x_of(t_next)
+            t_next = changes[change_index + 1][0] if change_index + 1 < len(changes) else frame.end
+            x, x_next = frame.x_of(t), frame.x_of(t_next)
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{max(x_next - x, 0.5):.1f}" '
                 f'height="{LANE_HEIGHT}" fill="{state_colour(state)}">'
                 f"<title>{escape(role)}: {escape(state)} from {t:.1f} s to {t_next:.1f} s"
                 "</title></rect>"
             )
+    return parts
+
+
+def _axis_parts(frame: Frame, ready_s: float | None) -> list[str]:
+    parts = []
+    span = frame.end - frame.start if frame.end > frame.start else 1.0
     step = _tick_step(span)
-    tick = math.ceil(start / step) * step
-    while tick <= end + 1e-9:
-        x = x_of(tick)
+    tick = math.ceil(frame.start / step) * step
+    while tick <= frame.end + 1e-9:
+        x = frame.x_of(tick)
         parts.append(
-            f'<line x1="{x:.1f}" y1="{plot_bottom}" x2="{x:.1f}" y2="{plot_bottom + 4}" '
+            f'<line x1="{x:.1f}" y1="{frame.bottom}" x2="{x:.1f}" y2="{frame.bottom + 4}" '
             'stroke="#333"/>'
-            f'<text x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">{tick:g} s</text>'
+            f'<text x="{x:.1f}" y="{frame.bottom + 16}" text-anchor="middle">{tick:g} s</text>'
         )
         tick += step
-    ready_s = result.get("ready_s")
     if ready_s is not None:
-        x = x_of(float(ready_s))
+        x = frame.x_of(float(ready_s))
         parts.append(
-            f'<line x1="{x:.1f}" y1="{plot_top - 4}" x2="{x:.1f}" y2="{plot_bottom}" '
+            f'<line x1="{x:.1f}" y1="{frame.top - 4}" x2="{x:.1f}" y2="{frame.bottom}" '
             'stroke="#000" stroke-dasharray="4 3"><title>ready at '
             f"{float(ready_s):.1f} s</title></line>"
         )
-    legend_y = plot_bottom + AXIS_HEIGHT + 6
-    x = LABEL_WIDTH
+    return parts
+
+
+def _legend_parts(y: float) -> list[str]:
+    parts, x = [], LABEL_WIDTH
     for state, colour in STATE_COLOURS.items():
         parts.append(
-            f'<rect x="{x}" y="{legend_y}" width="12" height="12" fill="{colour}"/>'
-            f'<text x="{x + 16}" y="{legend_y + 10}">{state}</text>'
+            f'<rect x="{x}" y="{y}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{x + 16}" y="{y + 10}">{state}</text>'
         )
         x += 28 + 7 * len(state)
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+    return parts

@@ -9,30 +9,21 @@ file-locked JSON registry (`LeaseFile`), shared by every xdist worker and checko
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.resources.gpu_inventory import GIB, GpuDevice, GpuInventory
-from harness.resources.lease_file import (
-    HeldLease,
-    LeaseFile,
-    OwnedLease,
-    owned_by,
-    owner_create_time,
-)
+from harness.resources.lease_file import HeldLease, LeaseFile, NewLease, OwnedLease, registry_path
 
 REGISTRY_ENV = "HARNESS_GPU_REGISTRY"
-DEFAULT_REGISTRY = Path("/tmp/serve-harness/gpus.json")
 
 
 def registry_file() -> Path:
     """The machine's GPU lease file: $HARNESS_GPU_REGISTRY, else /tmp/serve-harness/gpus.json."""
-    return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
+    return registry_path(REGISTRY_ENV, "gpus.json")
 
 
 class GpuLeaseRecord(OwnedLease):
@@ -141,7 +132,7 @@ class GpuLeaseBroker:
         self.path = path or registry_file()
         self._file = LeaseFile(self.path, GpuLeaseRecord)
 
-    def acquire(
+    def lease(
         self,
         needs: Sequence[int],
         owner_pid: int | None = None,
@@ -153,12 +144,11 @@ class GpuLeaseBroker:
         reason = shortfall(self.inventory.devices, needs, self.inventory.refused)
         if reason is not None:
             raise GpuUnavailable(f"{tag or 'request'} {reason}")
-        owner = owner_pid if owner_pid is not None else os.getpid()
-        created = owner_create_time(owner)
+        new = NewLease.for_owner(owner_pid)
         deadline = time.monotonic() + timeout_s
         delay_s = 0.02
         while True:
-            lease = self._try_acquire(list(needs), owner, created, tag)
+            lease = self._try_lease(list(needs), new, tag)
             if lease is not None:
                 return lease
             if time.monotonic() >= deadline:
@@ -186,25 +176,21 @@ class GpuLeaseBroker:
         """Bytes per device that live leases other than `lease_id` hold."""
         return reserved_bytes(r for r in self.leases() if r.lease_id != lease_id)
 
-    def _try_acquire(
-        self, needs: list[int], owner: int, created: float, tag: str
-    ) -> GpuLease | None:
+    def _try_lease(self, needs: list[int], new: NewLease, tag: str) -> GpuLease | None:
         devices = self.inventory.refreshed().devices
         with self._file.transaction() as records:
             reserved = reserved_bytes(records)
             indices = place(devices, reserved, needs)
             if indices is None:
                 return None
-            lease_id = uuid.uuid4().hex
             now = time.time()
-            owned = owned_by(lease_id, owner, created, tag)
             records.extend(
-                GpuLeaseRecord(**owned, gpu_index=index, bytes=need, leased_at=now)  # type: ignore[arg-type]
+                GpuLeaseRecord(**new.fields(tag), gpu_index=index, bytes=need, leased_at=now)  # type: ignore[arg-type]
                 for index, need in zip(indices, needs, strict=True)
             )
         used = {d.index: d.total_bytes - d.free_bytes for d in devices}
         return GpuLease(
-            indices, needs, lease_id, self, dict(reserved), {i: used[i] for i in set(indices)}
+            indices, needs, new.lease_id, self, dict(reserved), {i: used[i] for i in set(indices)}
         )
 
 

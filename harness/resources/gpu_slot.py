@@ -58,7 +58,7 @@ def take_gpus(profile: Profile, tag: str) -> GpuSlot:
     inventory = GpuInventory.detect()
     plan = plan_memory(profile)
     broker = GpuLeaseBroker(inventory)
-    lease = broker.acquire(plan.per_device(), tag=tag, timeout_s=ADMISSION_TIMEOUT_S)
+    lease = broker.lease(plan.per_device(), tag=tag, timeout_s=ADMISSION_TIMEOUT_S)
     totals = [inventory.device(i).total_bytes for i in lease.indices]
     frees = [  # what this topology may count on at grant: free now, less neighbours' leases
         min(total - lease.used_at_grant[i], total - lease.others_at_grant.get(i, 0))

@@ -10,7 +10,9 @@ import contextlib
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Self, TypeVar
 
@@ -20,6 +22,33 @@ from pydantic import BaseModel, TypeAdapter
 
 LOCK_TIMEOUT_S = 60.0
 LOCK_POLL_S = 0.002
+# Where the machine-wide registries live unless their variable names another file: one place
+# every session on the machine (and every container `harness docker` starts) reads.
+REGISTRY_DIR = Path("/tmp/serve-harness")
+
+
+def registry_path(env_var: str, file_name: str) -> Path:
+    """$env_var if set, else REGISTRY_DIR / file_name (e.g. HARNESS_PORT_REGISTRY, ports.json)."""
+    return Path(os.environ.get(env_var) or REGISTRY_DIR / file_name)
+
+
+@dataclass(frozen=True)
+class NewLease:
+    """Who a lease being made belongs to: its id and its owner (pid and create time)."""
+
+    lease_id: str
+    owner_pid: int
+    owner_create_time: float
+
+    @classmethod
+    def for_owner(cls, owner_pid: int | None) -> NewLease:
+        """A new lease for `owner_pid` (default: this process)."""
+        owner = owner_pid if owner_pid is not None else os.getpid()
+        return cls(uuid.uuid4().hex, owner, owner_create_time(owner))
+
+    def fields(self, tag: str) -> dict[str, object]:
+        """The `OwnedLease` fields of each of its records."""
+        return owned_by(self.lease_id, self.owner_pid, self.owner_create_time, tag)
 
 
 class OwnedLease(BaseModel):

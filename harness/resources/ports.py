@@ -7,29 +7,20 @@ reclaimed at the next registry access.
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.resources.lease_file import (
-    HeldLease,
-    LeaseFile,
-    OwnedLease,
-    owned_by,
-    owner_create_time,
-)
+from harness.resources.lease_file import HeldLease, LeaseFile, NewLease, OwnedLease, registry_path
 
 REGISTRY_ENV = "HARNESS_PORT_REGISTRY"
-DEFAULT_REGISTRY = Path("/tmp/serve-harness/ports.json")
 
 
 def registry_file() -> Path:
     """The machine's port lease file: $HARNESS_PORT_REGISTRY, else /tmp/serve-harness/ports.json."""
-    return Path(os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
+    return registry_path(REGISTRY_ENV, "ports.json")
 
 
 BIND_HOST = "127.0.0.1"
@@ -88,9 +79,7 @@ class PortRegistry:
         """Lease one port per name for `owner_pid` (default: this process), all or nothing."""
         if len(set(names)) != len(names):
             raise ValueError(f"port names must be distinct, got {names}")
-        owner = owner_pid if owner_pid is not None else os.getpid()
-        created = owner_create_time(owner)
-        lease_id = uuid.uuid4().hex
+        new = NewLease.for_owner(owner_pid)
         with self._file.transaction() as records:
             taken = {r.port for r in records}
             ports, busy = self._pick_free(len(names), taken)
@@ -102,12 +91,11 @@ class PortRegistry:
                     "low/high, or point HARNESS_PORT_REGISTRY at another file."
                 )
             now = time.time()
-            owned = owned_by(lease_id, owner, created, tag)
             records.extend(
-                PortLeaseRecord(**owned, port=port, name=name, leased_at=now)  # type: ignore[arg-type]
+                PortLeaseRecord(**new.fields(tag), port=port, name=name, leased_at=now)  # type: ignore[arg-type]
                 for name, port in zip(names, ports, strict=True)
             )
-        return PortLease(dict(zip(names, ports, strict=True)), lease_id, self)
+        return PortLease(dict(zip(names, ports, strict=True)), new.lease_id, self)
 
     def release(self, lease: PortLease | str) -> None:
         """Drop every record of a lease (a `PortLease` or its id); unknown ids are ignored."""

@@ -172,17 +172,10 @@ def resolve(
         raise ValueError(f"profile {profile.name}: no port leased for {missing}")
     served = profile.model.gpu
     source = DynamoSource.from_env(base_env)
-    env = launcher_env(
-        tier=tier,
-        model=model,
-        served_model_name=served,
-        ports=ports,
-        scratch_dir=scratch_dir,
-        log_dir=run_dir / "logs",
-        extra={**profile.env, **spec.env},
-        marker_env=marker_env,
-        base=base_env,
-    )
+    env = launcher_env(tier=tier, model=model, served_model_name=served, ports=ports,
+                       scratch_dir=scratch_dir, log_dir=run_dir / "logs",
+                       extra={**profile.env, **spec.env}, marker_env=marker_env,
+                       base=base_env)  # fmt: skip
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
     return LaunchPlan(

@@ -128,30 +128,30 @@ def test_shortfall_names_what_is_missing() -> None:
 
 
 def test_broker_never_oversubscribes_a_card(broker: GpuLeaseBroker) -> None:
-    first = broker.acquire([50 * GIB], timeout_s=1)
-    second = broker.acquire([50 * GIB], timeout_s=1)
+    first = broker.lease([50 * GIB], timeout_s=1)
+    second = broker.lease([50 * GIB], timeout_s=1)
     assert first.indices != second.indices  # 50 + 50 GiB does not fit one 80 GiB GPU
-    small = broker.acquire([30 * GIB], timeout_s=1)
+    small = broker.lease([30 * GIB], timeout_s=1)
     assert small.indices[0] in first.indices + second.indices  # best fit: fills a partial GPU
-    pair = broker.acquire([80 * GIB, 80 * GIB], timeout_s=1)
+    pair = broker.lease([80 * GIB, 80 * GIB], timeout_s=1)
     assert set(pair.indices).isdisjoint(first.indices + second.indices)
     with pytest.raises(GpuLeaseTimeout, match=r"no room for 40.0 GiB.*GPU \d: 50.0 GiB by pid"):
-        broker.acquire([40 * GIB], timeout_s=0.2)  # 30 GiB left at most
+        broker.lease([40 * GIB], timeout_s=0.2)  # 30 GiB left at most
     with pytest.raises(GpuUnavailable, match=r"needs 81.0 GiB on one GPU; largest free is 80.0"):
-        broker.acquire([81 * GIB], timeout_s=1)
+        broker.lease([81 * GIB], timeout_s=1)
     with pytest.raises(GpuUnavailable, match=r"needs 5 GPU\(s\)"):
-        broker.acquire([GIB] * 5, timeout_s=1)
+        broker.lease([GIB] * 5, timeout_s=1)
     for lease in (first, second, small, pair):
         lease.release()
     assert broker.leases() == []
 
 
 def test_acquire_waits_for_a_release(broker: GpuLeaseBroker) -> None:
-    holder = broker.acquire([60 * GIB] * 4, timeout_s=1)
+    holder = broker.lease([60 * GIB] * 4, timeout_s=1)
     timer = threading.Timer(0.4, holder.release)
     timer.start()
     started = time.monotonic()
-    with broker.acquire([40 * GIB] * 2, timeout_s=10) as waited:
+    with broker.lease([40 * GIB] * 2, timeout_s=10) as waited:
         assert time.monotonic() - started >= 0.35
         assert len(set(waited.indices)) == 2
         assert waited.env()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
@@ -161,10 +161,10 @@ def test_acquire_waits_for_a_release(broker: GpuLeaseBroker) -> None:
 def test_dead_owners_gpus_are_reclaimed(broker: GpuLeaseBroker) -> None:
     owner = subprocess.Popen(["sleep", "0.5"])
     try:
-        broker.acquire([80 * GIB] * 4, owner_pid=owner.pid, timeout_s=1, tag="dies-holding")
+        broker.lease([80 * GIB] * 4, owner_pid=owner.pid, timeout_s=1, tag="dies-holding")
         assert {r.owner_pid for r in broker.leases()} == {owner.pid}
         started = time.monotonic()
-        with broker.acquire([80 * GIB] * 4, timeout_s=10) as lease:
+        with broker.lease([80 * GIB] * 4, timeout_s=10) as lease:
             assert sorted(lease.indices) == [0, 1, 2, 3]
             assert time.monotonic() - started >= 0.2
     finally:

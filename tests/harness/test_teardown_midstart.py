@@ -1,0 +1,68 @@
+"""A stop while a worker's engine core is still starting (vLLM's CPU platform spawns it as a second
+process, which then sets up its NIXL connector) leaves nothing: no process and no leased port
+listening, many times in a row. The race this guards: a SIGKILLed process releases its memory
+(its environment, hence its marker, can no longer be read) before it closes its sockets, so a
+marker sweep alone saw nothing left while the prefill's ports still listened (seen once in the
+self-test). The stop waits by PID for every process the topology ever had.
+
+HARNESS_MIDSTART_REPEATS (default 20) sets how many launches; CI runs fewer (.ci/run)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from harness.core.markers import TOPOLOGY_ID_ENV
+from harness.core.paths import REPO_ROOT
+from harness.profiles import load_profile
+from harness.runtime.launch import launch
+from harness.runtime.launched import LaunchedTopology
+from harness.runtime.listeners import listening_ports
+from harness.runtime.processes import marked_processes
+
+pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
+
+REPEATS = int(os.environ.get("HARNESS_MIDSTART_REPEATS", "20"))
+P_D = REPO_ROOT / "profiles" / "vllm" / "p_d_qwen3-vl-2b.yaml"
+ENGINE_START_S = 90.0  # the roles' imports on 2 busy cores take 10-20 s; a generous bound
+
+
+def engine_core_starting(topo: LaunchedTopology) -> bool:
+    """A worker role has spawned its engine core (a child process) and is not ready yet."""
+    topo.roles.refresh()
+    for role in topo.plan.workers:
+        proc = topo.roles.known.get(role.name)
+        if proc is None:
+            continue
+        try:
+            if psutil.Process(proc.pid).children():
+                return topo.health_state(role.name) != "ready"
+        except psutil.NoSuchProcess:
+            continue
+    return False
+
+
+def test_a_stop_while_an_engine_core_starts_leaves_nothing() -> None:
+    profile = load_profile(P_D, REPO_ROOT)
+    clean = []
+    for attempt in range(REPEATS):
+        topo = launch(profile, "cpu", profile.cases[0])
+        ports = list(topo.plan.ports.values())
+        topo.start()
+        try:
+            deadline = time.monotonic() + ENGINE_START_S
+            while not engine_core_starting(topo):
+                assert time.monotonic() < deadline, f"attempt {attempt}: no engine core started"
+                topo.watch()
+                time.sleep(0.05)
+        finally:
+            report = topo.stop()  # raises teardown_unclean naming survivors and port holders
+        assert report is not None
+        assert listening_ports(ports) == [], f"attempt {attempt}"
+        assert marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id) == [], f"attempt {attempt}"
+        clean.append(round(report.duration_s, 1))
+    print(f"\n{REPEATS} stops mid engine start, all clean; stop took {clean} s")
+    assert len(clean) == REPEATS
