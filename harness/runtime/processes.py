@@ -114,9 +114,22 @@ def _cmdline(proc: psutil.Process) -> str:
 
 
 def _is_running(proc: psutil.Process) -> bool:
+    """Still there to wait for. A zombie counts as gone only once its last thread has exited:
+    the thread-group leader of a multi-threaded process turns zombie while its other threads are
+    still exiting, and the file table (its listening sockets) goes with the last of them."""
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        if not proc.is_running():
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE or _threads_exiting(proc.pid)
     except psutil.NoSuchProcess:
+        return False
+
+
+def _threads_exiting(pid: int) -> bool:
+    """Threads of `pid` other than its (zombie) leader are still listed (Linux /proc)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
         return False
 
 
@@ -196,15 +209,23 @@ class ProcessReaper:
         pending_pids = {p.pid for p in pending}
         late = [p for p in self._with_group_members(find()) if p.pid not in pending_pids]
         pending = [p for p in pending + late if _is_running(p)]
-        if pending:
+        deadline = time.monotonic() + self.kill_wait_s
+        killed = bool(pending)
+        while pending:  # until nothing of it runs: a process may start while it is being stopped
             signalled.update(p.pid for p in pending)
             self._signal(pending, signal.SIGKILL)
-        survivors = _wait_gone(pending, time.monotonic() + self.kill_wait_s)
+            survivors = _wait_gone(pending, deadline)
+            if time.monotonic() >= deadline:
+                break
+            known = {p.pid for p in survivors}
+            late = [p for p in self._with_group_members(find()) if p.pid not in known]
+            pending = survivors + late
+        survivors = [p for p in pending if _is_running(p)]
         return StopReport(
             duration_s=time.monotonic() - started,
             signalled_pids=sorted(signalled),
             survivors=[Survivor(p.pid, _cmdline(p)) for p in survivors],
-            escalated_to_kill=bool(pending),
+            escalated_to_kill=killed,
         )
 
     def _remember_groups_of(self, procs: Iterable[psutil.Process]) -> None:

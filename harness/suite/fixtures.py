@@ -50,15 +50,12 @@ def harness_pool(
                 if expect.status == 200:
                     kinds.setdefault(sc.signature, set()).update(req.media)
     target: TargetSpec | None = session.target
-    pool = TopologyPool(
+    with TopologyPool(
         session.tier,
         lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
         opener=target_opener(target) if target else launch,
-    )
-    try:
+    ) as pool:
         yield pool
-    finally:
-        pool.close()
 
 
 def target_opener(spec: TargetSpec) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ class TopologyPool:
         self.registry = registry or PortRegistry()
         self.opener = opener
         self.current: ServedTopology | None = None
+        self._held = contextlib.ExitStack()  # the current topology, entered; closing stops it
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
         self.failed: dict[str, tuple[TopologyFailure, ServedTopology]] = {}
         self.launched_here = False
@@ -52,7 +54,7 @@ class TopologyPool:
         self.close()
         topo = self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
         try:
-            topo.__enter__()
+            self._held.enter_context(topo)  # a failed start stops itself
         except TopologyFailure as failure:
             self.failed[signature] = (failure, topo)
             raise
@@ -75,6 +77,12 @@ class TopologyPool:
             self.close()
 
     def close(self) -> None:
-        topo, self.current = self.current, None
-        if topo is not None:
-            topo.stop()
+        """Stop the current topology (verified: a teardown failure is raised)."""
+        self.current = None
+        self._held.close()
+
+    def __enter__(self) -> TopologyPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
