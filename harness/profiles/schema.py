@@ -19,6 +19,9 @@ CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
 # p_d); what it does follows from the profile's data (its roles, replicas and baselines), not
 # from the name, so a new kind needs only a profile and a launcher.
 TOPOLOGY_NAME = r"^[a-z][a-z0-9_]*$"
+# `launcher: dynamo-src:<path>`: a launcher inside the Dynamo checkout under test (--dynamo-src),
+# run unmodified (launchers/lib/dynamo_src_launcher.sh, harness/runtime/role_adapter.py).
+DYNAMO_SRC_LAUNCHER = "dynamo-src:"
 # The roles every topology's launcher starts (launchers/lib/common.sh begin_topology), declared
 # once here: a profile lists its workers (and any other aux roles).
 STANDARD_ROLES = (
@@ -288,6 +291,13 @@ class Profile(Strict):
 
     def tier(self, tier: Tier) -> TierSpec | None:
         return self.gpu if tier == "gpu" else self.cpu
+
+    @property
+    def dynamo_src_script(self) -> str | None:
+        """The checkout-relative launcher of a `dynamo-src:` profile, else None."""
+        if self.launcher.startswith(DYNAMO_SRC_LAUNCHER):
+            return self.launcher.removeprefix(DYNAMO_SRC_LAUNCHER)
+        return None
 
     @property
     def worker_roles(self) -> list[RoleSpec]:

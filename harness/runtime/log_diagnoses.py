@@ -4,7 +4,9 @@ from one place, `LaunchedTopology.watch`, in this order."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from harness.core.verdict import Cause, TopologyFailure
@@ -28,6 +30,24 @@ class LogDiagnosis:
 
     def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
         raise NotImplementedError
+
+
+class AdapterRefused(LogDiagnosis):
+    """A Dynamo checkout's launcher started a role with a flag the CPU tier cannot run: the role
+    adapter refused it (NAME.refused, harness/runtime/role_adapter.py), never a silent drop."""
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        refused = sorted(topo.plan.log_dir.glob("*.refused"))
+        if not refused:
+            return None
+        record = json.loads(refused[0].read_text())
+        return topo.failure(
+            Cause.LAUNCHER_INVALID,
+            f"role '{record['role']}' of {Path(topo.plan.args[0]).name}: the CPU tier cannot "
+            f"run {record['refused']} (the role adapter maps the checkout's GPU flags to the "
+            "CPU tier's; this one has no mapping)",
+            role=record["role"],
+        )
 
 
 class RoleExited(LogDiagnosis):
@@ -129,5 +149,5 @@ class LauncherExited(LogDiagnosis):
 
 
 DIAGNOSES: tuple[LogDiagnosis, ...] = (
-    RoleExited(), RoleNotStarted(), HealthServerNotBound(), LauncherExited(),
+    AdapterRefused(), RoleExited(), RoleNotStarted(), HealthServerNotBound(), LauncherExited(),
 )  # fmt: skip

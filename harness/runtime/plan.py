@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.core.secrets import redact_env, scrub_text
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
-from harness.runtime.dynamo_src import DynamoSource
+from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource, adapter_env
 from harness.runtime.launch_env import launcher_env
 
 EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
@@ -178,11 +178,20 @@ def resolve(
                        base=base_env)  # fmt: skip
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
+    launcher, args = root / profile.launcher, launcher_args(profile, tier, case)
+    script = profile.dynamo_src_script
+    if script is not None:
+        if source is None:
+            raise ValueError(f"{profile.source}: launcher {profile.launcher} is a Dynamo "
+                             "checkout's: give --dynamo-src PATH")  # fmt: skip
+        launcher, args = CHECKOUT_LAUNCHER, [str(source.root / script), *args]
+        role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
+        env.update(adapter_env(role_ports, model))
     return LaunchPlan(
         profile=profile.name,
         tier=tier,
-        launcher=root / profile.launcher,
-        args=tuple(launcher_args(profile, tier, case)),
+        launcher=launcher,
+        args=tuple(args),
         model=model,
         served_model_name=served,
         roles=tuple(_role_plan(r, ports) for r in profile.roles),

@@ -134,8 +134,8 @@ engine_args() {
     # steer it away); (2) in float32 the answers equal HF transformers' own greedy answers
     # character for character over 100 tokens (the HF reference oracle), in float16 they drift
     # apart after ~50 characters on LLaVA. The tiny models make the cost negligible.
-    echo --max-model-len 2048 --dtype float32 --enforce-eager \
-      --distributed-executor-backend uni --kv-cache-memory-bytes "${HARNESS_CPU_KV_BYTES:-64M}"
+    echo "$(head -n 1 "$(dirname "${BASH_SOURCE[0]}")/cpu_engine_args")" \
+      --kv-cache-memory-bytes "${HARNESS_CPU_KV_BYTES:-64M}"
     return
   fi
   local eager=()

@@ -358,10 +358,12 @@ def healthy_readiness_overhead() -> dict[str, float]:
     first_sent: list[float] = []
     original = topo.post_chat
 
-    def recording(body: dict[str, Any], check_roles: bool = True) -> requests.Response:
+    def recording(
+        body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> requests.Response:
         if not first_sent:
             first_sent.append(topo.elapsed())
-        return original(body, check_roles)
+        return original(body, check_roles, timeout_s)
 
     topo.post_chat = recording  # type: ignore[method-assign]
     with topo:

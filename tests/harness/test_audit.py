@@ -197,7 +197,7 @@ def test_a_launcher_starving_the_kv_cache_is_refused_by_vllms_own_check(tmp_path
 def test_a_role_on_another_gpu_than_the_profile_places_it_is_named(tmp_path: Path) -> None:
     raw = yaml.safe_load((REPO_ROOT / "profiles/vllm/e_pd_llava-1.5-7b.yaml").read_text())
     raw["launcher"] = str(REPO_ROOT / raw["launcher"])
-    raw["roles"][3]["gpu"]["device"] = 0  # pd said to share GPU #0; the launcher gives it #1
+    raw["roles"][1]["gpu"]["device"] = 0  # pd said to share GPU #0; the launcher gives it #1
     copy = tmp_path / "e_pd.yaml"
     copy.write_text(yaml.safe_dump(raw))
     lines = _lines(copy)

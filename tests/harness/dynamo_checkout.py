@@ -1,0 +1,136 @@
+"""A Dynamo checkout in upstream's layout, built in a temp dir without network: the installed
+`dynamo.vllm` and `dynamo.frontend` packages copied under `components/src/dynamo/` with one
+deliberate change each (an import-time line the suite can see in every role's log), the
+installed runtime pinned in pyproject.toml, and launchers in upstream's style (examples/common
+helpers sourced relative to the script, `python -m dynamo.*` by name, `dyn_port` managed ports,
+GPU flags, `tcp://*` KV-event publishers, `trap 'kill 0' EXIT`)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sysconfig
+from importlib import metadata
+from pathlib import Path
+
+SITE = Path(sysconfig.get_paths()["purelib"])
+PROBE = "harness-probe: {package} runs from the checkout"
+EPD = "examples/backends/vllm/launch/disagg_multimodal_epd.sh"
+
+LAUNCH_UTILS = r"""# Launcher helpers in the style of upstream examples/common/launch_utils.sh
+# dyn_port PREFIX INDEX FALLBACK: ${PREFIX}${INDEX}; with DYN_MANAGED_PORTS set it must be given.
+dyn_port() {
+  local name="$1$2" value
+  value=${!name:-}
+  if [[ -n ${DYN_MANAGED_PORTS:-} ]]; then
+    if [[ ! $value =~ ^[0-9]+$ ]]; then
+      echo "Missing or invalid managed port $name: '$value'" >&2
+      return 1
+    fi
+  fi
+  echo "${value:-$3}"
+}
+
+dynamo_reap_and_exit() { trap '' TERM INT; kill -TERM 0; wait; exit "$1"; }
+
+wait_any_exit() {
+  trap 'dynamo_reap_and_exit 0' TERM INT
+  local rc=0
+  wait -n || rc=$?
+  echo "A background process exited with code $rc"
+  dynamo_reap_and_exit "$rc"
+}
+"""
+
+EPD_SCRIPT = r"""#!/bin/bash
+# E/P/D multimodal: frontend, encode, prefill, decode (upstream's style).
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../common/launch_utils.sh"
+MODEL_NAME="Qwen/Qwen3-VL-2B-Instruct"
+EXTRA_ARGS=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL_NAME=$2; shift 2 ;;
+    --single-gpu) shift ;;
+    --frontend-decoding) EXTRA_ARGS="$EXTRA_ARGS --frontend-decoding"; shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+KV_TRANSFER_CONFIG='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+kv_events() { echo "{\"publisher\":\"zmq\",\"topic\":\"kv-events\",\"endpoint\":\"tcp://*:$1\"}"; }
+
+python -m dynamo.frontend &
+
+ENCODE_ENV
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 1 8081) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 1 20097) \
+CUDA_VISIBLE_DEVICES=0 \
+python -m dynamo.vllm --enable-multimodal --disaggregation-mode encode --model $MODEL_NAME \
+  --gpu-memory-utilization 0.1 $EXTRA_ARGS ENCODE_EXTRA --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 1 20080)")" &
+
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 2 8082) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 2 20098) \
+CUDA_VISIBLE_DEVICES=0 python -m dynamo.vllm --route-to-encoder --disaggregation-mode prefill \
+  --enable-multimodal --enable-mm-embeds --model $MODEL_NAME --gpu-memory-utilization 0.4 \
+  $EXTRA_ARGS --max-model-len 4096 --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 2 20081)")" &
+
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 3 8083) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 3 20099) \
+CUDA_VISIBLE_DEVICES=0 python -m dynamo.vllm --disaggregation-mode decode --enable-multimodal \
+  --enable-mm-embeds --model $MODEL_NAME --gpu-memory-utilization 0.4 $EXTRA_ARGS \
+  --max-model-len 4096 --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 3 20082)")" &
+
+echo "All components started. Waiting for initialization..."
+wait_any_exit
+"""
+HEALTH_ENV = "export DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'  # encode: no payload"
+
+
+def epd_launcher(health_source: bool = True, encode_extra: str = "") -> str:
+    """The E/P/D launcher text: its encode worker with or without a health source (the seed
+    defect), with `encode_extra` flags appended to its command."""
+    env = HEALTH_ENV if health_source else "# (no health source for the encode worker)"
+    text = EPD_SCRIPT.replace("ENCODE_ENV", env).replace(" ENCODE_EXTRA", f" {encode_extra}")
+    return text.replace("  $EXTRA_ARGS  --kv", "  $EXTRA_ARGS --kv")
+
+
+def write_launcher(root: Path, text: str, rel: str = EPD) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def build_checkout(root: Path, health_source: bool = True, encode_extra: str = "") -> Path:
+    """The checkout at `root` (see the module doc); returns `root`."""
+    src = root / "components" / "src" / "dynamo"
+    for package in ("vllm", "frontend"):
+        shutil.copytree(SITE / "dynamo" / package, src / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        init = src / package / "__init__.py"
+        probe = PROBE.format(package=f"dynamo.{package}")
+        init.write_text(init.read_text() + f"\nprint({probe!r}, flush=True)  # the change\n")
+    runtime = metadata.version("ai-dynamo-runtime")
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "ai-dynamo"\ndependencies = ["ai-dynamo-runtime=={runtime}"]\n'
+    )
+    common = root / "examples" / "common"
+    common.mkdir(parents=True)
+    (common / "launch_utils.sh").write_text(LAUNCH_UTILS)
+    write_launcher(root, epd_launcher(health_source, encode_extra))
+    return root
+
+
+def commit_all(root: Path, message: str) -> None:
+    """Commit the checkout as it is (a git repo is made on first use)."""
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    if not (root / ".git").exists():
+        subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", message], check=True)
