@@ -21,6 +21,7 @@ from harness.audit.gpu_env import simulated_gpu_env
 from harness.audit.shim import RECORD_ENV, write_shim
 from harness.core.markers import marker_env
 from harness.profiles import CaseSpec, Profile, Tier
+from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
 from harness.runtime.plan import LaunchPlan, port_names, resolve
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
@@ -74,7 +75,10 @@ def _ignore_sigterm() -> None:
 
 def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
     record = work / "calls.jsonl"
-    env = {**plan.env, "PYTHON": str(write_shim(work)), RECORD_ENV: str(record)}
+    shim = str(write_shim(work))
+    env = {**plan.env, "PYTHON": shim, RECORD_ENV: str(record)}
+    if plan.launcher == CHECKOUT_LAUNCHER:  # a checkout's launcher: the role adapter, then the shim
+        env["HARNESS_REAL_PYTHON"] = shim
     capture = Capture(plan)
     try:
         proc = subprocess.run(

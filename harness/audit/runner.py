@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
 import re
 import tempfile
 import time
@@ -16,6 +18,7 @@ from harness.audit.memory import check_kv, check_memory
 from harness.audit.sglang_parser import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
+from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
 from harness.runtime.plan import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
@@ -48,7 +51,21 @@ def _display(path: Path, root: Path) -> str:
         return str(path)
 
 
+def adapter_rewrites(log_dir: Path) -> list[str]:
+    """What the role adapter changed in each role of a checkout's launcher, one line per role."""
+    lines = []
+    for path in sorted(log_dir.glob("*.adapter.json")):
+        record = json.loads(path.read_text())
+        if record["rewrites"]:
+            lines.append(f"  adapter, role {record['role']}: {'; '.join(record['rewrites'])}")
+    return lines
+
+
 def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
+    if profile.dynamo_src_script and not os.environ.get(DYNAMO_SRC_ENV):
+        result.launches.append(f"{profile.name}: not audited ({profile.launcher} needs "
+                               "--dynamo-src)")  # fmt: skip
+        return
     merged: dict[tuple[str, str, str, str], list[str]] = {}
     for tier, case in variants(profile):
         with tempfile.TemporaryDirectory(prefix="audit-") as tmp:
@@ -56,6 +73,7 @@ def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
             cap = run_launcher(plan, Path(tmp))
             label = " ".join([tier, *plan.args])
             result.launches.append(f"{profile.name} [{label}]: roles {sorted(cap.roles)}")
+            result.launches += adapter_rewrites(plan.log_dir)
             launcher = _display(plan.launcher, root)
             found = [
                 *check_ports(cap, launcher),

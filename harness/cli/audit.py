@@ -4,9 +4,11 @@ ports, health sources, engine flags and model registration. Exit 1 on any findin
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
+from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
 
 NAME = "audit"
 
@@ -15,6 +17,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser(NAME, help="check launchers against profiles without engines")
     p.add_argument("profiles", nargs="*", type=Path, help="profile YAML files (default: all)")
     p.add_argument("-v", "--verbose", action="store_true", help="list every audited launch")
+    p.add_argument(
+        "--dynamo-src",
+        metavar="PATH",
+        help="a Dynamo checkout: its launchers (`dynamo-src:` profiles) are audited too, with "
+        "every rewrite the role adapter makes (also HARNESS_DYNAMO_SRC)",
+    )
     return p
 
 
@@ -22,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.audit.runner import audit
     from harness.audit.sglang_parser import table
 
+    if args.dynamo_src:
+        os.environ[DYNAMO_SRC_ENV] = str(Path(args.dynamo_src).resolve())
     paths = args.profiles or sorted((REPO_ROOT / "profiles").rglob("*.yaml"))
     result = audit([p.resolve() for p in paths])
     if args.verbose:

@@ -30,6 +30,7 @@ from harness.cli.docker import (
     run_in_image,
 )
 from harness.cli.docker_run import DockerRunError, parse_overlay, pytest_command
+from harness.cli.validate_checkout import run_checkout
 from harness.cli.validate_local import SERVE_TESTS, render_sides, run_local, side_rows
 from harness.core.paths import REPO_ROOT, runs_dir
 from harness.profiles import Tier
@@ -59,6 +60,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "on this machine against the installed one (default ids: those whose declared upstream "
         "defect is rooted in a file it touches)",
     )
+    parser.add_argument(
+        "--dynamo-src",
+        metavar="PATH",
+        help="no image: a Dynamo checkout (git), run as it is against itself at --base",
+    )
+    parser.add_argument("--base", metavar="REF", help="with --dynamo-src: the revision to compare")
     parser.add_argument("--ids", help="comma-separated subset of the affected ids to run")
     parser.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
     add_container_options(
@@ -143,6 +150,10 @@ def render(
 
 @reports_user_errors
 def run(args: argparse.Namespace) -> int:
+    if args.dynamo_src is not None:
+        if args.image or args.change or args.dynamo_patch or not args.base:
+            raise CliError("--dynamo-src runs here against --base REF: no --image/--change")
+        return run_checkout(args)
     if args.dynamo_patch is not None:
         if args.image or args.change:
             raise CliError("--dynamo-patch runs on this machine: give it without --image/--change")

@@ -112,7 +112,8 @@ def adapter_env(role_ports: Mapping[str, str], model: str) -> dict[str, str]:
     role each health-port variable names, the model to give the CPU tier's workers, and
     upstream's managed-ports switch (a missing port is then an error, not a default)."""
     return {
-        "HARNESS_REAL_PYTHON": sys.executable,
+        "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
+        "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
         "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
         "HARNESS_ROLE_PORTS": json.dumps(dict(role_ports)),
         "HARNESS_CPU_MODEL": model,

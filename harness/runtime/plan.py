@@ -187,6 +187,9 @@ def resolve(
         launcher, args = CHECKOUT_LAUNCHER, [str(source.root / script), *args]
         role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
         env.update(adapter_env(role_ports, model))
+        planned = [int(v) for k, v in env.items() if k.startswith("HARNESS_KV_BYTES_")]
+        if planned:  # upstream's gpu_utils.sh sizes prefill and decode from one variable
+            env["_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES"] = str(max(planned))
     return LaunchPlan(
         profile=profile.name,
         tier=tier,
