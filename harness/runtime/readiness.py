@@ -75,6 +75,19 @@ class Phase:
         return None
 
 
+class Check(Phase):
+    """A phase that waits for nothing: one check once the phases before it are done; its
+    `failure` is the finding, `what` names it."""
+
+    what: ClassVar[str]
+
+    def done(self, topo: Observed, left_s: float) -> bool:
+        return True
+
+    def waiting_for(self, topo: Observed) -> str:
+        return self.what
+
+
 def registration_problems(topo: Observed) -> tuple[list[str], dict[str, str]]:
     """(roles whose discovery component never registered, {role: model name it registered}
     for cards that do not carry the served name). A card names its role by its system port.
@@ -190,24 +203,19 @@ class ModelListed(Registering):
         return super().failure(topo, left_s)
 
 
-class RegisteredAsPlanned(Phase):
+class RegisteredAsPlanned(Check):
     """Once the model is listed: every worker registered the discovery component its profile
     names, and every model card carries the served name (so a profile that misnames a role's
     component, or a worker serving another model beside the right ones, is named here)."""
 
     name = "registered_as_planned"
+    what = "the registration check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         missing, misnamed = registration_problems(topo)
         if missing or misnamed:
             return never_registered(topo, "every role registered as its profile says")
         return super().failure(topo, left_s)
-
-    def done(self, topo: Observed, left_s: float) -> bool:
-        return True
-
-    def waiting_for(self, topo: Observed) -> str:
-        return "the registration check"
 
 
 class WarmedUp(Phase):
@@ -259,10 +267,11 @@ class WarmedUp(Phase):
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
 
 
-class LoopbackOnly(Phase):
+class LoopbackOnly(Check):
     """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
 
     name = "loopback_only"
+    what = "the loopback check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         exposed = exposed_listeners(p.pid for p in topo.processes())
@@ -273,20 +282,15 @@ class LoopbackOnly(Phase):
             )
         return super().failure(topo, left_s)
 
-    def done(self, topo: Observed, left_s: float) -> bool:
-        return True
 
-    def waiting_for(self, topo: Observed) -> str:
-        return "the loopback check"
-
-
-class RanDynamoSource(Phase):
+class RanDynamoSource(Check):
     """With `--dynamo-src`: every frontend and worker role loaded each `dynamo.<package>` the
     checkout carries from the checkout, as its own import recorder wrote down (dynamo_src.py);
     packages the checkout lacks come from the installed wheel. Checked once the model is listed,
     when every role has long imported its engine package."""
 
     name = "ran_dynamo_src"
+    what = "the roles' import records"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         source = topo.plan.dynamo_src
@@ -312,12 +316,6 @@ class RanDynamoSource(Phase):
                     role=role.name,
                 )
         return super().failure(topo, left_s)
-
-    def done(self, topo: Observed, left_s: float) -> bool:
-        return True
-
-    def waiting_for(self, topo: Observed) -> str:
-        return "the roles' import records"
 
 
 def role_pid(log_dir: Path, role: str) -> int | None:
