@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import requests
@@ -53,13 +54,16 @@ class HealthTimeline:
     start: float = field(default_factory=time.monotonic)
     events: list[dict[str, object]] = field(default_factory=list)
     current: dict[str, str] = field(default_factory=dict)
+    # called with each new event as it is recorded (the run's progress lines)
+    listeners: list[Callable[[dict[str, object]], None]] = field(default_factory=list)
 
     def record(self, role: str, state: str) -> None:
         if self.current.get(role) != state:
             self.current[role] = state
-            self.events.append(
-                {"role": role, "t": round(time.monotonic() - self.start, 3), "state": state}
-            )
+            event = {"role": role, "t": round(time.monotonic() - self.start, 3), "state": state}
+            self.events.append(event)
+            for listener in self.listeners:
+                listener(event)
 
     def since_state(self, role: str, state: str) -> float | None:
         """Seconds the role has been in `state` continuously, or None if it is not in it."""

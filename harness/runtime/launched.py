@@ -43,7 +43,7 @@ class LaunchedTopology(ServedTopology):
         on_release: Callable[[], None] | None = None,
     ) -> None:
         if phases is None:
-            phases = default_phases(warmups, dynamo_src=plan.dynamo_src is not None)
+            phases = default_phases(warmups, plan.dynamo_src is not None, plan.loopback_only)
         super().__init__(plan, phases)
         self.roles = RoleTable(plan)
         self.reaper = ProcessReaper()

@@ -59,6 +59,9 @@ class LaunchPlan:
     env: Mapping[str, str] = field(repr=False)
     frontend: str | None = None  # target mode: the deployed frontend's URL
     dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
+    # False for a checkout's launcher on the GPU tier: it runs as is there, `tcp://*` KV-event
+    # publishers included, so "everything listens on 127.0.0.1" cannot be asked of it.
+    loopback_only: bool = True
 
     @property
     def argv(self) -> list[str]:
@@ -206,4 +209,5 @@ def resolve(
         signature=launch_signature(profile, tier, case),
         env=env,
         dynamo_src=source,
+        loopback_only=not (script is not None and tier == "gpu"),
     )

@@ -331,12 +331,14 @@ def media_kinds(body: dict[str, Any]) -> list[str]:
             if isinstance(p, dict) and p.get("type") != "text"]  # fmt: skip
 
 
-def default_phases(warmups: Sequence[dict[str, Any]], dynamo_src: bool = False) -> list[Phase]:
+def default_phases(
+    warmups: Sequence[dict[str, Any]], dynamo_src: bool = False, loopback_only: bool = True
+) -> list[Phase]:
     return [
         WorkersHealthy(),
         ModelListed(),
         *([RanDynamoSource()] if dynamo_src else []),
         RegisteredAsPlanned(),
         WarmedUp(warmups),
-        LoopbackOnly(),
+        *([LoopbackOnly()] if loopback_only else []),
     ]

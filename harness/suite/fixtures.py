@@ -20,6 +20,7 @@ from harness.runtime.target import TargetSpec, TargetTopology, target_plan
 from harness.suite.collection import serve_case_of
 from harness.suite.options import session_of
 from harness.suite.pool import TopologyPool
+from harness.suite.progress import progress_of
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
 
 RECORD = pytest.StashKey[CaseRecord]()
@@ -54,6 +55,7 @@ def harness_pool(
         session.tier,
         lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
         opener=target_opener(target) if target else launch,
+        say=progress_of(request.config).say,
     ) as pool:
         yield pool
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,11 +29,13 @@ class TopologyPool:
         warmups_for: WarmupsFor,
         registry: PortRegistry | None = None,
         opener: Opener = launch,
+        say: Callable[[str], None] = lambda line: None,
     ):
         self.tier = tier
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.opener = opener
+        self.say = say  # progress lines (suite/progress.py)
         self.current: ServedTopology | None = None
         self._held = contextlib.ExitStack()  # the current topology, entered; closing stops it
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
@@ -53,11 +56,17 @@ class TopologyPool:
             return self.current
         self.close()
         topo = self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
+        self.say(f"launching {profile.name} ({' '.join(topo.plan.args) or 'no launcher args'})")
+        topo.timeline.listeners.append(
+            lambda e: self.say(f"  {profile.name} +{e['t']:.1f} s {e['role']}: {e['state']}")
+        )
         try:
             self._held.enter_context(topo)  # a failed start stops itself
         except TopologyFailure as failure:
             self.failed[signature] = (failure, topo)
+            self.say(f"{profile.name} failed to start: {failure.cause.value}")
             raise
+        self.say(f"{profile.name} ready in {topo.ready_s or 0:.1f} s")
         self.current = topo
         self.launched_here = True
         return topo
@@ -78,8 +87,11 @@ class TopologyPool:
 
     def close(self) -> None:
         """Stop the current topology (verified: a teardown failure is raised)."""
-        self.current = None
+        topo, self.current = self.current, None
+        started = time.monotonic()
         self._held.close()
+        if topo is not None:
+            self.say(f"{topo.plan.profile} torn down in {time.monotonic() - started:.1f} s")
 
     def __enter__(self) -> TopologyPool:
         return self

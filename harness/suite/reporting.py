@@ -15,6 +15,7 @@ from harness.core.verdict import TopologyFailure
 from harness.report.junit import junit_properties
 from harness.suite.collection import PULLED_IN, SHARD_PLAN, serve_case_of
 from harness.suite.fixtures import RECORD
+from harness.suite.progress import progress_of, write_relayed
 from harness.suite.results import ResultsFile, result_record
 from harness.suite.serve_case import CaseRecord
 
@@ -36,9 +37,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    sc = serve_case_of(item)
+    if sc is not None:
+        progress_of(item.config).relay_into(item)  # xdist: into this report's properties
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    sc = serve_case_of(item)
     if sc is None:
         return
     record = item.stash.setdefault(RECORD, CaseRecord())
@@ -54,6 +57,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if record.report is None:
             return
         result = result_record(sc, record)
+        progress_of(item.config).say(
+            f"{sc.test_id}: {result['outcome']}"
+            + (f" ({result['cause']})" if result["cause"] else "")
+            + f", {result['duration_s']:.1f} s"
+        )
         report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
         path = item.config.getoption("--results")
         if path:
@@ -72,3 +80,18 @@ def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: C
         if path is not None:
             text = scrub_text(topo.role_log_tail(role.name, 40), topo.plan.env)
             report.sections.append((f"log {role.name} ({path})", text))
+
+
+class RelayedProgress:
+    """On the controller: writes the progress lines xdist workers relayed in their reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        write_relayed(self.config, report)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(RelayedProgress(config), "serve-harness-progress")

@@ -1,0 +1,58 @@
+"""Progress lines: written at once through the terminal reporter, nothing under -q, and under
+xdist relayed through each case's report and written once by the controller."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.suite.progress import PROPERTY, Progress, write_relayed
+
+
+class FakeReporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def ensure_newline(self) -> None:
+        pass
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def config(verbosity: int = 0, worker: bool = False) -> Any:
+    reporter = FakeReporter()
+    plugins = SimpleNamespace(get_plugin=lambda name: reporter)
+    cfg = SimpleNamespace(pluginmanager=plugins, get_verbosity=lambda: verbosity,
+                          stash=pytest.Stash())  # fmt: skip
+    if worker:
+        cfg.workerinput = {}
+    return cfg, reporter
+
+
+def test_lines_are_written_at_once_and_not_under_quiet() -> None:
+    cfg, reporter = config()
+    Progress(cfg).say("launching epd")
+    assert reporter.lines == ["[serve] launching epd"]
+    quiet_cfg, quiet = config(verbosity=-1)
+    Progress(quiet_cfg).say("launching epd")
+    assert quiet.lines == []
+
+
+def test_a_worker_relays_and_the_controller_writes_each_line_once() -> None:
+    worker_cfg, worker_out = config(worker=True)
+    progress = Progress(worker_cfg)
+    item = SimpleNamespace(user_properties=[])
+    progress.say("launching epd")
+    progress.relay_into(item)  # type: ignore[arg-type]
+    progress.say("epd ready in 20.0 s")
+    progress.relay_into(item)  # type: ignore[arg-type]
+    assert worker_out.lines == []
+    controller_cfg, out = config()
+    for _phase in ("setup", "call"):  # properties accumulate over a case's reports
+        report = SimpleNamespace(nodeid="t[x]", user_properties=list(item.user_properties))
+        write_relayed(controller_cfg, report)  # type: ignore[arg-type]
+    assert out.lines == ["[serve] launching epd", "[serve] epd ready in 20.0 s"]
+    assert [n for n, _ in item.user_properties] == [PROPERTY, PROPERTY]
