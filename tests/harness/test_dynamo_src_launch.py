@@ -1,9 +1,9 @@
 """The user's Dynamo as the system under test, for real on the CPU tier: a checkout in upstream's
 layout (tests/harness/dynamo_checkout.py) whose own E/P/D launcher runs unmodified through the
 role adapter, with the shipped `dynamo-src:` profile. (a) the checkout's change runs in every
-role; (b) its encode worker without a health source fails no_health_source naming encode, and
-passes with one; (c) a flag the CPU tier cannot map is refused, naming it and the role; (d)
-nothing is left running or listening after any of them."""
+role; (b) its encode worker without a health source fails no_health_source naming encode and
+passes with one: test_validate_checkout.py runs both sides; (c) a flag the CPU tier cannot map is
+refused, naming it and the role; (d) nothing is left running or listening after any of them."""
 
 from __future__ import annotations
 
@@ -76,14 +76,6 @@ def test_the_checkouts_launcher_and_code_run_in_every_role(
     assert len(workers) >= 3 and all(str(checkout) in r["dynamo.vllm"] for r in workers)
     rewrites = (logs / "encode.adapter.json").read_text()
     assert "kv_buffer_device -> cpu" in rewrites and "tcp://127.0.0.1:" in rewrites
-
-
-def test_an_encode_worker_without_a_health_source_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    failure = launch_failure(monkeypatch, build_checkout(tmp_path / "dynamo", health_source=False))
-    assert failure.cause == Cause.NO_HEALTH_SOURCE, failure.report()
-    assert failure.evidence.role == "encode"
 
 
 def test_a_flag_the_cpu_tier_cannot_map_is_refused_by_name(
