@@ -32,11 +32,16 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_profiles_load_with_unique_ids() -> None:
+    """Unique within each kind: a `dynamo-src:` profile may carry one of our ids (with
+    --dynamo-src it runs in its place, suite/serve_case.py one_per_id)."""
     profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
-    ids = [p.test_id(c) for p in profiles for c in p.cases]
-    assert "mm_epd_qwen3-vl-2b_b64_frontend_decoding" in ids
-    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in ids
-    assert len(ids) == len(set(ids))
+    for checkout in (False, True):
+        ids = [p.test_id(c) for p in profiles for c in p.cases
+               if (p.dynamo_src_script is not None) == checkout]  # fmt: skip
+        assert len(ids) == len(set(ids))
+        assert "mm_epd_qwen3-vl-2b_b64_frontend_decoding" in ids
+    ours = {p.test_id(c) for p in profiles for c in p.cases if not p.dynamo_src_script}
+    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in ours
 
 
 def test_good_profile_and_test_ids(tmp_path: Path) -> None:
