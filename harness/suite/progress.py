@@ -5,6 +5,7 @@ itself: its lines travel in each case's report and the controller writes them.""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +19,8 @@ Say = Callable[[str], None]
 class Progress:
     def __init__(self, config: pytest.Config) -> None:
         self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        # a line said while a case runs must get past pytest's output capture to be seen
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
         self.quiet = config.get_verbosity() < 0
         self.relayed = hasattr(config, "workerinput")  # an xdist worker: the controller writes
         self.pending: list[str] = []
@@ -27,7 +30,10 @@ class Progress:
             return
         if self.relayed or self.reporter is None:
             self.pending.append(line)
-        else:
+            return
+        uncaptured = (self.capture.global_and_fixture_disabled() if self.capture is not None
+                      else contextlib.nullcontext())  # fmt: skip
+        with uncaptured:
             self.reporter.ensure_newline()
             self.reporter.write_line(PREFIX + line)
 

@@ -24,7 +24,9 @@ class FakeReporter:
 
 def config(verbosity: int = 0, worker: bool = False) -> Any:
     reporter = FakeReporter()
-    plugins = SimpleNamespace(get_plugin=lambda name: reporter)
+    plugins = SimpleNamespace(
+        get_plugin=lambda name: reporter if name == "terminalreporter" else None
+    )
     cfg = SimpleNamespace(pluginmanager=plugins, get_verbosity=lambda: verbosity,
                           stash=pytest.Stash())  # fmt: skip
     if worker:
