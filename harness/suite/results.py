@@ -79,6 +79,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "duration_s": round(report.duration, 3),
         "teardown_s": rec.teardown_s,
         "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
+        "run_dir": str(topo.plan.run_dir) if topo else None,  # its roles' logs: <run_dir>/logs
         "phases": topo.phase_times if topo else {},
         "timeline": topo.timeline.events if topo else [],
         "budget_s": spec.budget.total_s if spec else None,
