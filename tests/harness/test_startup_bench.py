@@ -16,8 +16,9 @@ LOG = """Triton is installed, but `triton.backends` could not be imported.
 \x1b[2m2026-12-01T16:55:26.601807Z\x1b[0m  WARN __init__: dynamo.nixl_connect: Failed to load CuPy
 (MainProcess pid=1005) INFO 12-01 16:55:26 [model.py:699] Resolved architecture: Qwen3VLForCond
 (EngineCore pid=1032) WARNING 12-01 16:55:35 [indexer_topk.py:35] Failed to import DeepSelect
-(EngineCore pid=1032) INFO 12-01 16:55:35 [core.py:380] init engine (profile, create kv cache, warmup model) took 0.02 s
-"""
+(EngineCore pid=1032) INFO 12-01 16:55:35 [core.py:380] init engine (profile, create kv cache, \
+warmup model) took 0.02 s
+""".replace("\\\n", "")
 
 
 def test_phases_come_from_the_roles_own_lines(tmp_path: Path) -> None:
