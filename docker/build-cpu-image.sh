@@ -36,7 +36,8 @@ build_debian_base() {
   [[ $(id -u) == 0 ]] || { say "debootstrap needs root; or give a pullable HARNESS_DOCKER_BASE"; exit 2; }
   command -v debootstrap >/dev/null || {
     say "installing debootstrap"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+    # onto stderr: pick_base's stdout is the base image's name (seen: apt's lines became it)
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } >&2
   }
   local rootfs
   rootfs=$(mktemp -d "${TMPDIR:-/tmp}/serve-harness-rootfs.XXXXXX")
