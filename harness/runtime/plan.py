@@ -148,6 +148,25 @@ def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
     return f"{Path(profile.launcher).stem}-{tier}-{digest}"
 
 
+def checkout_script(profile: Profile, source: DynamoSource | None) -> Path:
+    """Where a `dynamo-src:` profile's launcher is in the checkout under test."""
+    if source is None:
+        raise ValueError(f"{profile.source}: launcher {profile.launcher} is a Dynamo "
+                         "checkout's: give --dynamo-src PATH")  # fmt: skip
+    return source.root / (profile.dynamo_src_script or "")
+
+
+def checkout_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[str, str]:
+    """What a checkout's launcher gets besides ours: the role adapter's settings and, from the
+    memory plan, upstream's one KV-cache override (gpu_utils.sh sizes prefill and decode by it)."""
+    role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
+    extra = adapter_env(role_ports, model)
+    planned = [int(v) for k, v in env.items() if k.startswith("HARNESS_KV_BYTES_")]
+    if planned:
+        extra["_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES"] = str(max(planned))
+    return extra
+
+
 def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:
     port = ports[role.health_port] if role.health_port else None
     return RolePlan(role.name, role.kind, port, role.discovery_component)
@@ -184,30 +203,13 @@ def resolve(
     launcher, args = root / profile.launcher, launcher_args(profile, tier, case)
     script = profile.dynamo_src_script
     if script is not None:
-        if source is None:
-            raise ValueError(f"{profile.source}: launcher {profile.launcher} is a Dynamo "
-                             "checkout's: give --dynamo-src PATH")  # fmt: skip
-        launcher, args = CHECKOUT_LAUNCHER, [str(source.root / script), *args]
-        role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
-        env.update(adapter_env(role_ports, model))
-        planned = [int(v) for k, v in env.items() if k.startswith("HARNESS_KV_BYTES_")]
-        if planned:  # upstream's gpu_utils.sh sizes prefill and decode from one variable
-            env["_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES"] = str(max(planned))
-    return LaunchPlan(
-        profile=profile.name,
-        tier=tier,
-        launcher=launcher,
-        args=tuple(args),
-        model=model,
-        served_model_name=served,
-        roles=tuple(_role_plan(r, ports) for r in profile.roles),
-        ports=dict(ports),
-        run_dir=run_dir,
-        scratch_dir=scratch_dir,
-        budget=spec.budget,
-        topology_id=topology_id,
-        signature=launch_signature(profile, tier, case),
-        env=env,
-        dynamo_src=source,
-        loopback_only=not (script is not None and tier == "gpu"),
-    )
+        launcher, args = CHECKOUT_LAUNCHER, [str(checkout_script(profile, source)), *args]
+        env.update(checkout_env(profile, model, env))
+    return LaunchPlan(profile=profile.name, tier=tier, launcher=launcher, args=tuple(args),
+                      model=model, served_model_name=served,
+                      roles=tuple(_role_plan(r, ports) for r in profile.roles),
+                      ports=dict(ports), run_dir=run_dir, scratch_dir=scratch_dir,
+                      budget=spec.budget, topology_id=topology_id,
+                      signature=launch_signature(profile, tier, case), env=env,
+                      dynamo_src=source,
+                      loopback_only=not (script is not None and tier == "gpu"))  # fmt: skip
