@@ -44,7 +44,7 @@ def make_result(
     failing = outcome != "passed"
     topo = SimpleNamespace(
         ready_s=41.25, peak_rss_mib=1900.0, phase_times={"workers_healthy": 39.75},
-        timeline=SimpleNamespace(events=TIMELINE),
+        timeline=SimpleNamespace(events=TIMELINE), plan=SimpleNamespace(run_dir=Path("/runs/x")),
     )  # fmt: skip
     report = SimpleNamespace(outcome="passed" if outcome == "error" else outcome, when="call",
                              duration=63.0, skipped=False, longrepr=None)  # fmt: skip
