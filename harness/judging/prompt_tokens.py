@@ -2,7 +2,8 @@
 HF processor (chat template -> processor(text, images, videos) -> len(input_ids)).
 
 Video: vLLM decodes and samples frames itself before its HF processor sees them. For
-Qwen3-VL (`Qwen3VLVideoProcessor`) this module mirrors vLLM 0.32's `qwen3_vl` video loader
+Qwen3-VL (`Qwen3VLVideoProcessor`) this module mirrors vLLM's `qwen3_vl` video loader (0.31,
+the pinned engine; 0.32 samples alike)
 (OpenCV decode; `n = int(total / fps * 2)`, clamped to [4, 768] and to `total`; indices
 `linspace(0, total - 1, n).round()`) and hands the processor those frames with their metadata
 (`do_sample_frames=False`), so the frame count and the per-frame timestamp text match exactly.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # transformers takes ~5 s to import: loaded where a count is 
     from transformers.video_utils import VideoMetadata
 
 MediaFetcher = Callable[[str], bytes]
-# vLLM 0.32 `Qwen3VLVideoBackend` defaults (vllm/multimodal/video.py).
+# vLLM `Qwen3VLVideoBackend` defaults (vllm/multimodal/video.py, 0.31 and 0.32 alike).
 QWEN3_VL_FPS, QWEN3_VL_MIN_FRAMES, QWEN3_VL_MAX_FRAMES, UNKNOWN_FPS = 2.0, 4, 768, 24.0
 
 
@@ -52,7 +53,7 @@ def media_bytes(url: str, media: MediaFetcher | None) -> bytes:
 
 
 def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
-    """vLLM 0.32 `Qwen3VLVideoBackend.compute_frames_index_to_sample` at its defaults.
+    """vLLM 0.31's `Qwen3VLVideoBackend.compute_frames_index_to_sample` at its defaults.
     Example: 10 frames at 10 fps -> int(1 s * 2) = 2, raised to 4 -> [0, 3, 6, 9]."""
     import numpy as np
 
@@ -62,7 +63,7 @@ def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
 
 
 def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
-    """Decode and sample as vLLM 0.32's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
+    """Decode and sample as vLLM 0.31's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
     import cv2
     import cv2.videoio_registry as registry
     import numpy as np
