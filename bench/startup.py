@@ -3,12 +3,13 @@ launch, the seconds from the launcher's start to each phase, from the role's own
 done: its first timestamped Dynamo line; engine config resolved; the engine-core process's
 first line; engine ready) and the harness's timeline (healthy) and phases (model listed, warmed
 up). Prints a table per launch and the sums over the run; with a second run (`--baseline`), the
-ratio of their totals. `--run` makes both runs itself, on the same ids, one after the other: the
-baseline with `--baseline-env VAR=VALUE` set (the behaviour a change replaces), then without.
+ratio of their totals. `--run` makes both runs itself, on the same cases (`--ids`, or the
+post_merge suite), one after the other: the baseline with `--baseline-env VAR=VALUE` set (the
+behaviour a change replaces), then without; it also prints each run's wall time and their ratio.
 
 Usage: python bench/startup.py runs/results.jsonl [--baseline OTHER.jsonl]
-       python bench/startup.py --run --ids mm_agg_qwen3-vl-2b,mm_epd_qwen3-vl-2b
-           --baseline-env SOME_SWITCH=0
+       HARNESS_OVERLAP=1 python bench/startup.py --run [--ids mm_agg_qwen3-vl-2b,...]
+           --baseline-env HARNESS_OVERLAP=0
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
@@ -99,12 +101,15 @@ def report(results_file: Path) -> dict[str, float]:
     return totals
 
 
-def run_suite(ids: str, env: dict[str, str], out: Path) -> Path:
+def run_suite(ids: str | None, env: dict[str, str], out: Path) -> tuple[Path, float]:
+    """Run the serve cases once; (its results.jsonl, its wall seconds)."""
     results = out / "results.jsonl"
-    subprocess.run([sys.executable, "-m", "pytest", "tests/serve", "--tier", "cpu", "--ids", ids,
+    select = ["--ids", ids] if ids else ["-m", "post_merge"]
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "pytest", "tests/serve", "--tier", "cpu", *select,
                     "--results", str(results), "-q", "-p", "no:cacheprovider"],
                    cwd=REPO_ROOT, env=env, check=False)  # fmt: skip
-    return results
+    return results, time.monotonic() - started
 
 
 def main() -> int:
@@ -113,16 +118,16 @@ def main() -> int:
     parser.add_argument("results", nargs="?", type=Path, help="results.jsonl of a finished run")
     parser.add_argument("--baseline", type=Path, help="results.jsonl of the run to compare with")
     parser.add_argument("--run", action="store_true", help="make both runs (with --ids)")
-    parser.add_argument("--ids", help="serve ids for --run")
+    parser.add_argument("--ids", help="serve ids for --run (default: the post_merge suite)")
     parser.add_argument("--baseline-env", action="append", default=[], metavar="VAR=VALUE")
     args = parser.parse_args()
+    walls: tuple[float, float] | None = None
     if args.run:
-        if not args.ids:
-            parser.error("--run needs --ids")
         tmp = Path(tempfile.mkdtemp(prefix="startup-bench-"))
         extra = dict(kv.split("=", 1) for kv in args.baseline_env)
-        args.baseline = run_suite(args.ids, {**os.environ, **extra}, tmp / "baseline")
-        args.results = run_suite(args.ids, dict(os.environ), tmp / "current")
+        args.baseline, base_wall = run_suite(args.ids, {**os.environ, **extra}, tmp / "baseline")
+        args.results, wall = run_suite(args.ids, dict(os.environ), tmp / "current")
+        walls = (wall, base_wall)
     if args.results is None:
         parser.error("give a results.jsonl, or --run")
     current = report(args.results)
@@ -133,6 +138,9 @@ def main() -> int:
             if base[key]:
                 print(f"ratio {key}: {current[key] / base[key]:.2f}x the baseline "
                       f"({current[key]:.1f} s vs {base[key]:.1f} s)")  # fmt: skip
+    if walls is not None:
+        print(f"ratio suite wall: {walls[0] / walls[1]:.2f}x the baseline "
+              f"({walls[0]:.1f} s vs {walls[1]:.1f} s)")  # fmt: skip
     return 0
 
 

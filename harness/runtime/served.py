@@ -6,6 +6,7 @@ watch and a verified stop."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,6 +26,10 @@ from harness.runtime.roles import tail
 POLL_S = 0.25
 
 
+class StartCancelled(Exception):
+    """wait_ready was told to give up (the pool no longer wants this topology)."""
+
+
 class ServedTopology:
     """A topology behind a plan's URLs. `with topo:` waits until it is ready; leaving stops it
     (for a deployed one: releases the client, stops nothing)."""
@@ -40,6 +45,7 @@ class ServedTopology:
         self.peak_rss_mib = 0.0
         self.healthy_once: set[str] = set()
         self._http = requests.Session()
+        self._cancel = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> ServedTopology:
@@ -81,6 +87,8 @@ class ServedTopology:
         for phase in self.phases:
             self.phase = phase.name
             while True:
+                if self._cancel.is_set():
+                    raise StartCancelled(f"{self.plan.profile}: start cancelled")
                 self.watch()
                 left = deadline - time.monotonic()
                 failure = phase.failure(self, left)
@@ -92,6 +100,10 @@ class ServedTopology:
                 time.sleep(max(0.0, min(POLL_S, left)))
         self.phase = "ready"
         self.ready_s = self.elapsed()
+
+    def cancel_start(self) -> None:
+        """Make a wait_ready running in another thread stop at its next poll."""
+        self._cancel.set()
 
     # -- observation -----------------------------------------------------------------------
     def watch(self) -> None:

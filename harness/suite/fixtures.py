@@ -15,11 +15,13 @@ from harness.judging.answer import JudgeSettings
 from harness.judging.baselines import BaselineStore
 from harness.judging.chat_request import MediaURLs, warmup_bodies
 from harness.judging.judge import CaseJudge
+from harness.profiles import CaseSpec, Profile
 from harness.runtime.launch import launch, new_run_dir
 from harness.runtime.target import TargetSpec, TargetTopology, target_plan
 from harness.suite.collection import serve_case_of
 from harness.suite.options import session_of
-from harness.suite.pool import TopologyPool
+from harness.suite.pool import NextLaunch, TopologyPool
+from harness.suite.prestart import overlap_enabled
 from harness.suite.progress import progress_of
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
 
@@ -42,22 +44,42 @@ def harness_pool(
 ) -> Iterator[TopologyPool]:
     kinds: dict[str, set[str]] = {}
     session = session_of(request.config)
-    gpus = session.gpus
+    order: list[ServeCase] = []  # the runnable cases in run order
     for item in request.session.items:
         sc = serve_case_of(item)
-        if sc is not None and sc.signature and not sc.skip_reason(gpus):
+        if sc is not None and sc.signature and not sc.skip_reason(session.gpus):
+            order.append(sc)
             for req in sc.requests:
                 expect = req.gpu if sc.tier == "gpu" else req.cpu
                 if expect.status == 200:
                     kinds.setdefault(sc.signature, set()).update(req.media)
     target: TargetSpec | None = session.target
+    # Starting ahead needs the run order (an xdist worker does not know which cases it gets)
+    # and memory for two launches (the GPU tier plans each launch's GPU memory alone).
+    ahead = (session.tier == "cpu" and target is None and overlap_enabled()
+             and "PYTEST_XDIST_WORKER" not in os.environ)  # fmt: skip
     with TopologyPool(
         session.tier,
         lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
         opener=target_opener(target) if target else launch,
         say=progress_of(request.config).say,
+        next_launch=next_launch_in(order) if ahead else None,
     ) as pool:
         yield pool
+
+
+def next_launch_in(order: list[ServeCase]) -> NextLaunch:
+    """The pool's `next_launch`: the first case after the last one of a signature that needs
+    another launch."""
+
+    def after(signature: str) -> tuple[Profile, CaseSpec] | None:
+        last = max((i for i, sc in enumerate(order) if sc.signature == signature), default=None)
+        if last is None:
+            return None
+        return next(((sc.profile, sc.case) for sc in order[last + 1:]
+                     if sc.signature != signature), None)  # fmt: skip
+
+    return after
 
 
 def target_opener(spec: TargetSpec) -> Any:

@@ -1,4 +1,6 @@
-"""TopologyPool: at most one launched topology at a time; cases that share a signature share it."""
+"""TopologyPool: one topology serving cases at a time; cases that share a signature share it.
+With overlap on (CPU tier, suite/prestart.py), the next launch in run order starts as soon as
+the current one is ready, and becomes current when its first case asks for it."""
 
 from __future__ import annotations
 
@@ -13,15 +15,19 @@ from harness.resources.ports import PortRegistry
 from harness.runtime.launch import launch
 from harness.runtime.plan import launch_signature
 from harness.runtime.served import ServedTopology
+from harness.suite.prestart import AheadStart
 
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
 Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], ServedTopology]
+# The launch the run needs after the one with this signature: (profile, a case of it), or None.
+NextLaunch = Callable[[str], tuple[Profile, CaseSpec] | None]
 
 
 class TopologyPool:
-    """One live topology (a 2-core box cannot hold two). A launch failure is remembered per
-    signature, so the other cases of that launch fail at once with the same cause."""
+    """One topology serving cases (a 2-core box cannot run two); with `next_launch`, the next
+    one is started ahead meanwhile. A launch failure is remembered per signature, so the other
+    cases of that launch fail at once with the same cause."""
 
     def __init__(
         self,
@@ -30,6 +36,7 @@ class TopologyPool:
         registry: PortRegistry | None = None,
         opener: Opener = launch,
         say: Callable[[str], None] = lambda line: None,
+        next_launch: NextLaunch | None = None,
     ):
         self.tier = tier
         self.warmups_for = warmups_for
@@ -41,6 +48,8 @@ class TopologyPool:
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
         self.failed: dict[str, tuple[TopologyFailure, ServedTopology]] = {}
         self.launched_here = False
+        self.next_launch = next_launch
+        self.ahead: AheadStart | None = None
 
     def get(self, profile: Profile, case: CaseSpec) -> ServedTopology:
         signature = launch_signature(profile, self.tier, case)
@@ -55,13 +64,24 @@ class TopologyPool:
                 raise
             return self.current
         self.close()
-        topo = self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
-        self.say(f"launching {profile.name} ({' '.join(topo.plan.args) or 'no launcher args'})")
-        topo.timeline.listeners.append(
-            lambda e: self.say(f"  {profile.name} +{e['t']:.1f} s {e['role']}: {e['state']}")
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead.signature != signature:
+            ahead.abandon()
+            ahead = None
+        topo = (
+            ahead.topo
+            if ahead
+            else self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
         )
+        args = " ".join(topo.plan.args) or "no launcher args"
+        self.say(f"launching {profile.name} ({args})" + (", started ahead" if ahead else ""))
+        relay = self._relay(profile.name)
         try:
-            self._held.enter_context(topo)  # a failed start stops itself
+            if ahead is not None:
+                self._held.push(ahead.ready(relay))
+            else:
+                topo.timeline.listeners.append(relay)
+                self._held.enter_context(topo)  # a failed start stops itself
         except TopologyFailure as failure:
             self.failed[signature] = (failure, topo)
             self.say(f"{profile.name} failed to start: {failure.cause.value}")
@@ -69,7 +89,27 @@ class TopologyPool:
         self.say(f"{profile.name} ready in {topo.ready_s or 0:.1f} s")
         self.current = topo
         self.launched_here = True
+        self._start_ahead(signature)
         return topo
+
+    def _relay(self, name: str) -> Callable[[dict[str, Any]], None]:
+        return lambda e: self.say(f"  {name} +{e['t']:.1f} s {e['role']}: {e['state']}")
+
+    def _start_ahead(self, signature: str) -> None:
+        """Spawn the launch the run needs next (its failure to spawn is remembered for it)."""
+        upcoming = self.next_launch(signature) if self.next_launch else None
+        if upcoming is None:
+            return
+        profile, case = upcoming
+        nxt = launch_signature(profile, self.tier, case)
+        if nxt in self.failed or nxt == signature:
+            return
+        topo = self.opener(profile, self.tier, case, self.warmups_for(nxt), self.registry)
+        try:
+            self.ahead = AheadStart(nxt, topo)
+        except TopologyFailure as failure:
+            topo.stop_after(failure)
+            self.failed[nxt] = (failure, topo)
 
     def topology_for(self, profile: Profile, case: CaseSpec) -> ServedTopology | None:
         """The live or failed topology this case ran (or tried to run) on."""
@@ -97,4 +137,9 @@ class TopologyPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        try:
+            self.close()
+        finally:
+            ahead, self.ahead = self.ahead, None
+            if ahead is not None:
+                ahead.abandon()
