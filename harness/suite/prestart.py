@@ -5,9 +5,9 @@ bench/startup.py over the 27 CPU cases: 397.9 s with it, 400.0 s without (0.99x)
 started ahead took 1.25x as long to become ready, since a launch's start-up is CPU-bound (each
 role imports vLLM twice) and a launch's cases and teardown leave little CPU idle. It may pay on a
 box with cores to spare; measure there with `HARNESS_OVERLAP=1 python bench/startup.py --run
---baseline-env HARNESS_OVERLAP=0`. Its readiness is polled in a thread of its own, against its own clock, so its
-phases, ready_s and failures are its own; its progress lines are held back until it becomes the
-current launch, so they never interleave with the current launch's."""
+--baseline-env HARNESS_OVERLAP=0`. Its readiness is polled in a thread of its own, against its
+own clock, so its phases, ready_s and failures are its own; its progress lines are held back
+until it becomes the current launch, so they never interleave with the current launch's."""
 
 from __future__ import annotations
 
