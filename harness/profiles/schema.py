@@ -169,6 +169,17 @@ class RequestSpec(Strict):
         return self
 
 
+class CacheHit(Strict):
+    """The repeats of a case's request find its prompt in the prefix cache (upstream Dynamo's
+    `make_image_payload_cached_tokens(..., min_avg_kv_hit_rate=0.9)` on the KV-router cases)."""
+
+    min_avg_hit_rate: float = Field(default=0.9, gt=0, le=1)  # upstream's min_avg_kv_hit_rate
+    # The CPU tier's KV block is 128 tokens (launchers/lib/common.sh kv_block_size), the GPU's 16:
+    # only whole blocks are cached, so on the CPU the prompt is lengthened by this many copies of
+    # upstream's own filler sentence (its `prompt_filler_repeats`) to span whole blocks.
+    cpu_prompt_filler_repeats: int = Field(default=0, ge=0)
+
+
 class CaseSpec(RequestSpec):
     suffix: str = ""
     # The test id where upstream Dynamo names the case outside `mm_{topology}_{model}[_{suffix}]`
@@ -177,8 +188,15 @@ class CaseSpec(RequestSpec):
     launcher_args: list[str] = []
     marks: list[str] = []
     follow_ups: list[RequestSpec] = []
+    cache_hit: CacheHit | None = None
     cpu_skip: str | None = None
     gpu_skip: str | None = None
+
+    @model_validator(mode="after")
+    def _cache_hit_needs_repeats(self) -> CaseSpec:
+        if self.cache_hit is not None and self.repeat < 2:
+            raise ValueError("cache_hit is judged on the repeats: set repeat to 2 or more")
+        return self
 
 
 class ModelSpec(Strict):

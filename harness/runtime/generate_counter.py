@@ -16,6 +16,9 @@ import requests
 
 REQUESTS_TOTAL = "dynamo_component_requests_total"
 PROMPT_TOKENS_TOTAL = "vllm:prompt_tokens_total"
+# vLLM 0.31's prefix cache: prompt tokens looked up, and found (v1/metrics/loggers.py)
+PREFIX_QUERIES_TOTAL = "vllm:prefix_cache_queries_total"
+PREFIX_HITS_TOTAL = "vllm:prefix_cache_hits_total"
 SERVING_ENDPOINT = "generate"
 SCRAPE_TIMEOUT_S = 2.0
 
@@ -24,6 +27,8 @@ SCRAPE_TIMEOUT_S = 2.0
 class WorkerCounters:
     requests: float  # `generate` requests taken
     prompt_tokens: float | None  # prompt tokens its engine ran; None: no vLLM engine there
+    prefix_queries: float = 0.0  # prompt tokens its prefix cache was asked for
+    prefix_hits: float = 0.0  # of those, found cached
 
 
 def parse_counters(text: str) -> WorkerCounters:
@@ -31,11 +36,11 @@ def parse_counters(text: str) -> WorkerCounters:
 
     >>> parse_counters('dynamo_component_requests_total{dynamo_component="encode",'
     ...                'dynamo_endpoint="generate"} 3')
-    WorkerCounters(requests=3.0, prompt_tokens=None)
+    WorkerCounters(requests=3.0, prompt_tokens=None, prefix_queries=0.0, prefix_hits=0.0)
     """
     from prometheus_client.parser import text_string_to_metric_families
 
-    served, prompt = 0.0, None
+    served, prompt, queries, hits = 0.0, None, 0.0, 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("dynamo_endpoint", SERVING_ENDPOINT) != SERVING_ENDPOINT:
@@ -44,7 +49,11 @@ def parse_counters(text: str) -> WorkerCounters:
                 served += sample.value
             elif sample.name == PROMPT_TOKENS_TOTAL:
                 prompt = (prompt or 0.0) + sample.value
-    return WorkerCounters(served, prompt)
+            elif sample.name == PREFIX_QUERIES_TOTAL:
+                queries += sample.value
+            elif sample.name == PREFIX_HITS_TOTAL:
+                hits += sample.value
+    return WorkerCounters(served, prompt, queries, hits)
 
 
 def generate_requests(text: str) -> float:

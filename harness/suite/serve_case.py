@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.judging.cache_hit import judge_cache_hits, request_hit, with_filler
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge
 from harness.judging.oracles import OracleResult
@@ -109,7 +110,12 @@ def run_case(
     record.topology, record.reused = topo, not pool.launched_here
     judge: CaseJudge = judge_for(sc, topo)
     case_start = topo.request_counts()
+    hits = []
     for request in sc.requests:
+        repeat_of_case = request is sc.case
+        if sc.case.cache_hit and sc.tier == "cpu" and repeat_of_case:
+            filler = sc.case.cache_hit.cpu_prompt_filler_repeats
+            request = request.model_copy(update={"prompt": with_filler(request.prompt, filler)})
         body = request_body(request, urls)
         before = topo.role_counters()
         try:
@@ -120,12 +126,16 @@ def run_case(
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         path, after = settled_path(topo, request, before, sc.profile.replicas)
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
+        if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
+            hits.append(request_hit(resp.json().get("usage"), before, after))
         answer = judge.answer(request, body, resp, ran=ran, path=path, send=topo.post_chat)
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
         content_before = judge.content_passed
         record.checks += judge.judge(answer)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
+    if sc.case.cache_hit and hits:
+        record.checks.append(judge_cache_hits(hits, sc.case.cache_hit.min_avg_hit_rate))
     if sc.profile.replicas:
         record.checks.append(judge_spread(topo, case_start))
     return record.checks

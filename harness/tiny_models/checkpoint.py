@@ -15,6 +15,13 @@ import torch
 from transformers import GenerationConfig
 
 CHECKPOINT_DTYPE = torch.float32
+# The files the real repos ship per sub-processor (Qwen/Qwen3-VL-2B-Instruct and
+# llava-hf/llava-1.5-7b-hf hold preprocessor_config.json, Qwen also video_preprocessor_config.json);
+# transformers 5 nests them all in processor_config.json instead. Dynamo 1.6.1's frontend reads
+# preprocessor_config.json for MM-aware KV routing: without it the KV router logged "mm-routing:
+# failed to read preprocessor_config.json", routed images blind (router_kv_hit_rate 0) and
+# repeated images missed the prefix cache.
+SUB_PROCESSORS = ("image_processor", "video_processor")
 
 
 def save_random_checkpoint(
@@ -30,3 +37,7 @@ def save_random_checkpoint(
     model.generation_config = generation
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
+    for part in SUB_PROCESSORS:
+        sub = getattr(processor, part, None)
+        if sub is not None:
+            sub.save_pretrained(out_dir)

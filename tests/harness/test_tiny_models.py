@@ -34,6 +34,9 @@ def test_two_fresh_builds_have_identical_bytes(family: str, tmp_path: Path) -> N
     assert digests == file_digests(second)
     expected = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"}
     expected |= {"tokenizer_config.json", "processor_config.json", "chat_template.jinja"}
+    expected |= {"preprocessor_config.json"}  # as the real repo ships it (Dynamo's mm-routing)
+    if family == "qwen3_vl":
+        expected |= {"video_preprocessor_config.json"}
     assert expected <= digests.keys()
 
 
