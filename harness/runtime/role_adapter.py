@@ -7,9 +7,10 @@ stdlib only: it is every role's first process). The launcher runs unmodified; ea
 - gives it the harness's launcher contract: NAME.pid, its output in NAME.log;
 - on the CPU tier, maps its command line to the CPU tier's (the tiny checkpoint for `--model`,
   the CPU engine flags of launchers/lib/cpu_engine_args instead of the GPU-only ones, NIXL on CPU
-  buffers, `tcp://*` publishers rebound to 127.0.0.1), and refuses, naming the flag and the role,
-  anything it cannot map (NAME.refused; the harness fails `launcher_invalid`): never a silent
-  drop. Every rewrite is written to NAME.adapter.json (`harness audit` and failures show it);
+  buffers, `tcp://*` KV-event publishers moved to ipc:// sockets), and refuses, naming the flag
+  and the role, anything it cannot map (NAME.refused; the harness fails `launcher_invalid`):
+  never a silent drop. Every rewrite is written to NAME.adapter.json (`harness audit` and
+  failures show it);
 - then execs the real interpreter. Anything else (`python -c …`, `python3 script.py`) runs as is.
 """
 
@@ -79,11 +80,16 @@ def split_args(args: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-def rebind_any(endpoint: str) -> str:
-    """tcp://*:P and tcp://0.0.0.0:P -> tcp://127.0.0.1:P (everything binds to loopback)."""
+def kv_events_endpoint(endpoint: str) -> str:
+    """tcp://*:P and tcp://0.0.0.0:P -> an ipc:// socket in the role's TMPDIR (the topology's
+    scratch). Not tcp://127.0.0.1:P: vLLM 0.31's ZmqEventPublisher binds only wildcard and ipc://
+    endpoints and connects to any other (distributed/kv_events.py `_is_bind_endpoint`), and
+    dynamo.vllm's reader connects too, so no KV event would flow and the KV router would route
+    blind (measured: router_kv_hit_rate 0). A socket file listens on no network."""
     for host in ("tcp://*:", "tcp://0.0.0.0:"):
         if endpoint.startswith(host):
-            return "tcp://127.0.0.1:" + endpoint[len(host) :]
+            tmp = os.environ.get("TMPDIR", "/tmp")
+            return f"ipc://{tmp}/kv-events-{endpoint[len(host) :]}"
     return endpoint
 
 
@@ -111,8 +117,8 @@ def cpu_worker_args(args: list[str], model_dir: str, served: str) -> tuple[list[
         elif name == "--kv-events-config":
             config = json.loads(value or "{}")
             endpoint = config.get("endpoint", "")
-            if rebind_any(endpoint) != endpoint:
-                config["endpoint"] = rebind_any(endpoint)
+            if kv_events_endpoint(endpoint) != endpoint:
+                config["endpoint"] = kv_events_endpoint(endpoint)
                 notes.append(f"{name}: endpoint {endpoint} -> {config['endpoint']}")
             out += [name, json.dumps(config)]
         elif name in KEEP_SWITCHES and value is None:
