@@ -252,6 +252,9 @@ class Profile(Strict):
     # Workers behind a router: each request is served by exactly one of them (the path oracle
     # counts them as one group) and a case's requests reach all of them (the spread check).
     replicas: list[str] = []
+    # Why a role of this launch listens on every interface, where the engine leaves no other
+    # way; the loopback check is skipped for it (harness/runtime/readiness.py loopback_only).
+    not_loopback: str | None = Field(default=None, min_length=20)
     side_ports: list[Annotated[str, Field(pattern=PORT_VAR.pattern)]] = []
     marks: list[str]
     env: dict[str, str] = {}

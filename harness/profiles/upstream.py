@@ -22,6 +22,13 @@ class UpstreamTest:
     cadence: str
     gpus: int
     absent: str | None = None
+    source: str = ""  # which upstream file version the facts come from (`sources:` key)
+    stack: str = "dynamo-vllm"
+    here: str | None = None  # our id, where ours must differ (upstream reuses an id per stack)
+    model: str | None = None  # the model upstream serves on it (None: not recorded)
+    model_differs: str | None = None  # why ours serves another
+    min_avg_kv_hit_rate: float | None = None  # its cache-hit threshold (cached-tokens payload)
+    followups: int = 0  # requests it sends after the first on the same deployment
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,17 @@ class ParityRow:
 
 
 def upstream_tests(path: Path = CATALOGUE) -> list[UpstreamTest]:
-    return [UpstreamTest(**entry) for entry in yaml.safe_load(path.read_text())["tests"]]
+    """The catalogue; an entry's `source` must name one of its `sources`."""
+    data = yaml.safe_load(path.read_text())
+    tests = [UpstreamTest(**entry) for entry in data["tests"]]
+    unknown = sorted({t.source for t in tests} - set(data.get("sources", {})))
+    if unknown:
+        raise ValueError(f"{path}: tests name sources it does not list: {unknown}")
+    return tests
+
+
+def upstream_sources(path: Path = CATALOGUE) -> dict[str, str]:
+    return dict(yaml.safe_load(path.read_text()).get("sources", {}))
 
 
 def upstream_ids(path: Path = CATALOGUE) -> frozenset[str]:
@@ -61,7 +78,7 @@ def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None)
     cases = {p.test_id(c): (p, c) for p in profiles for c in p.cases}
     rows = []
     for test in catalogue:
-        found = cases.pop(test.id, None)
+        found = cases.pop(test.here or test.id, None)
         if found is None:
             problem = None if test.absent else "upstream runs it; no case here and no reason why"
             rows.append(ParityRow(test.id, test, None, problem))
@@ -75,9 +92,25 @@ def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None)
             problems.append(f"{profile.gpu.gpus} GPU(s), upstream {test.gpus}")
         if test.absent:
             problems.append(f"carried, yet the catalogue says absent ({test.absent})")
+        problems += fact_problems(test, profile, case)
         rows.append(ParityRow(test.id, test, _ours(profile, case), "; ".join(problems) or None))
     rows += [ParityRow(tid, None, _ours(p, c), None) for tid, (p, c) in sorted(cases.items())]
     return rows
+
+
+def fact_problems(test: UpstreamTest, profile: Profile, case: CaseSpec) -> list[str]:
+    """What upstream checks on this id that our case does not, fact by fact."""
+    problems = []
+    if profile.stack != test.stack:
+        problems.append(f"stack {profile.stack}, upstream {test.stack}")
+    if test.model and profile.model.gpu != test.model and not test.model_differs:
+        problems.append(f"serves {profile.model.gpu}, upstream {test.model}")
+    ours_rate = case.cache_hit.min_avg_hit_rate if case.cache_hit else None
+    if test.min_avg_kv_hit_rate != ours_rate:
+        problems.append(f"cache-hit threshold {ours_rate}, upstream {test.min_avg_kv_hit_rate}")
+    if len(case.follow_ups) != test.followups:
+        problems.append(f"{len(case.follow_ups)} follow-up request(s), upstream {test.followups}")
+    return problems
 
 
 def render_markdown(rows: list[ParityRow]) -> str:
@@ -90,16 +123,30 @@ def render_markdown(rows: list[ParityRow]) -> str:
         "carried say why; the ids only this repo runs follow its own scheme",
         "(`mm_{topology}_{model}_{suffix}`, `mm_sglang_…` for SGLang, `mm_xpu_…` for Intel XPU).",
         "",
-        "| upstream id | cadence | GPUs | here | note |",
-        "|---|---|---|---|---|",
+        "| upstream id | stack | cadence | GPUs | source | here | note |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if row.upstream is None:
             continue
         up = row.upstream
         here = row.ours or "—"
-        note = row.problem or up.absent or "same id, cadence and GPU count"
-        lines.append(f"| `{row.id}` | {up.cadence} | {up.gpus} | {here} | {note} |")
+        note = row.problem or up.absent or "same id, cadence, GPU count and checks"
+        if not row.problem and up.here:
+            note += f"; our id `{up.here}` (ids are unique across stacks here)"
+        if not row.problem and up.model_differs:
+            note += f"; upstream serves {up.model} (Models, below)"
+        stack = up.stack.removeprefix("dynamo-")
+        lines.append(f"| `{row.id}` | {stack} | {up.cadence} | {up.gpus} | {up.source} | {here} "
+                     f"| {note} |")  # fmt: skip
+    differs = {(r.upstream.model, r.upstream.model_differs) for r in rows
+               if r.upstream is not None and r.upstream.model_differs}  # fmt: skip
+    if differs:
+        lines += ["", "Models:", ""]
+        lines += [f"- where upstream serves `{model}`, ours does not: {why}"
+                  for model, why in sorted(differs)]  # fmt: skip
+    lines += ["", "Sources:", ""]
+    lines += [f"- `{key}`: {where}" for key, where in upstream_sources().items()]
     ours = [row for row in rows if row.upstream is None]
     lines += ["", f"Ours only ({len(ours)}):", ""]
     lines += [f"- `{row.id}` ({row.ours})" for row in ours]

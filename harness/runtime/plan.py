@@ -212,4 +212,5 @@ def resolve(
                       budget=spec.budget, topology_id=topology_id,
                       signature=launch_signature(profile, tier, case), env=env,
                       dynamo_src=source,
-                      loopback_only=not (script is not None and tier == "gpu"))  # fmt: skip
+                      loopback_only=not (script is not None and tier == "gpu")
+                      and profile.not_loopback is None)  # fmt: skip
