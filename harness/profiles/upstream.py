@@ -5,6 +5,7 @@ listed as ours. `python -m harness list --upstream` prints it (docs/upstream-par
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +48,14 @@ class ParityRow:
         return "absent" if self.ours is None else "same"
 
 
+@functools.lru_cache(maxsize=4)
+def _catalogue(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
 def upstream_tests(path: Path = CATALOGUE) -> list[UpstreamTest]:
     """The catalogue; an entry's `source` must name one of its `sources`."""
-    data = yaml.safe_load(path.read_text())
+    data = _catalogue(path)
     tests = [UpstreamTest(**entry) for entry in data["tests"]]
     unknown = sorted({t.source for t in tests} - set(data.get("sources", {})))
     if unknown:
@@ -58,7 +64,7 @@ def upstream_tests(path: Path = CATALOGUE) -> list[UpstreamTest]:
 
 
 def upstream_sources(path: Path = CATALOGUE) -> dict[str, str]:
-    return dict(yaml.safe_load(path.read_text()).get("sources", {}))
+    return dict(_catalogue(path).get("sources", {}))
 
 
 def upstream_ids(path: Path = CATALOGUE) -> frozenset[str]:

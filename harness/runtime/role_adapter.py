@@ -117,8 +117,8 @@ def cpu_worker_args(args: list[str], model_dir: str, served: str) -> tuple[list[
         elif name == "--kv-events-config":
             config = json.loads(value or "{}")
             endpoint = config.get("endpoint", "")
-            if kv_events_endpoint(endpoint) != endpoint:
-                config["endpoint"] = kv_events_endpoint(endpoint)
+            config["endpoint"] = kv_events_endpoint(endpoint)
+            if config["endpoint"] != endpoint:
                 notes.append(f"{name}: endpoint {endpoint} -> {config['endpoint']}")
             out += [name, json.dumps(config)]
         elif name in KEEP_SWITCHES and value is None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.judging.cache_hit import judge_cache_hits, request_hit, with_filler
+from harness.judging.cache_hit import RequestHit, judge_cache_hits, request_hit, with_filler
 from harness.judging.chat_request import MediaURLs, request_body
 from harness.judging.judge import CaseJudge
 from harness.judging.oracles import OracleResult
@@ -47,8 +47,19 @@ class ServeCase:
 
     @property
     def requests(self) -> list[RequestSpec]:
-        """Every request the case sends, in order, repeats included."""
-        return [r for r in (self.case, *self.case.follow_ups) for _ in range(r.repeat)]
+        """Every request the case sends, in order, repeats included (the case's own first)."""
+        own = self.case_request
+        return [r for r in (own, *self.case.follow_ups) for _ in range(r.repeat)]
+
+    @property
+    def case_request(self) -> RequestSpec:
+        """The case's own request as this tier sends it: on the CPU, a cache-hit case's prompt
+        spans whole KV blocks (schema.CacheHit.cpu_prompt_filler_repeats)."""
+        hit = self.case.cache_hit
+        if hit is None or self.tier != "cpu" or not hit.cpu_prompt_filler_repeats:
+            return self.case
+        prompt = with_filler(self.case.prompt, hit.cpu_prompt_filler_repeats)
+        return self.case.model_copy(update={"prompt": prompt})
 
     def skip_reason(self, inventory: GpuInventory | None) -> str | None:
         """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers
@@ -110,12 +121,10 @@ def run_case(
     record.topology, record.reused = topo, not pool.launched_here
     judge: CaseJudge = judge_for(sc, topo)
     case_start = topo.request_counts()
-    hits = []
-    for request in sc.requests:
-        repeat_of_case = request is sc.case
-        if sc.case.cache_hit and sc.tier == "cpu" and repeat_of_case:
-            filler = sc.case.cache_hit.cpu_prompt_filler_repeats
-            request = request.model_copy(update={"prompt": with_filler(request.prompt, filler)})
+    hits: list[RequestHit | None] = []
+    requests = sc.requests
+    for request in requests:
+        repeat_of_case = request is requests[0]
         body = request_body(request, urls)
         before = topo.role_counters()
         try:
