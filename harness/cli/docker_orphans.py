@@ -7,7 +7,6 @@ runs; a pid reused by an unrelated process is told apart by its start time."""
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -20,13 +19,14 @@ OWNER_STARTED_LABEL = "serve-harness.owner-started"
 OWNER_HOST_LABEL = "serve-harness.owner-host"
 
 
-def owner_labels(pid: int | None = None) -> dict[str, str]:
-    """Labels naming this process (or `pid`) as a container's owner."""
-    pid = os.getpid() if pid is None else pid
+def owner_labels(owner: psutil.Process | None = None) -> dict[str, str]:
+    """Labels naming this process (or `owner`, whose start time psutil keeps after it exits)
+    as a container's owner."""
+    owner = owner or psutil.Process()
     return {
         LABEL: "1",
-        OWNER_LABEL: str(pid),
-        OWNER_STARTED_LABEL: f"{psutil.Process(pid).create_time():.2f}",
+        OWNER_LABEL: str(owner.pid),
+        OWNER_STARTED_LABEL: f"{owner.create_time():.2f}",
         OWNER_HOST_LABEL: socket.gethostname(),
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
@@ -42,13 +43,15 @@ class Evidence:
 
 
 class TopologyFailure(Exception):
-    """A fault with a named cause. str() is the one-line human message."""
+    """A fault with a named cause. str() is the one-line human message. `named_at`: the
+    monotonic clock when the harness named it, before any teardown the raise goes through."""
 
     def __init__(self, cause: Cause, message: str, evidence: Evidence | None = None) -> None:
         super().__init__(f"[{cause}] {message}")
         self.cause = cause
         self.message = message
         self.evidence = evidence or Evidence()
+        self.named_at = time.monotonic()
 
     def report(self) -> str:
         ev = self.evidence

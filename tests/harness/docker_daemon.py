@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psutil
+
+from harness.cli.docker_orphans import owner_labels
+
 
 def client_with_image(image: str, how_to_get_it: str) -> tuple[Any, str]:
     """(client, "") when a daemon answers and holds `image`; else (None, the skip reason)."""
@@ -23,3 +27,17 @@ def client_with_image(image: str, how_to_get_it: str) -> tuple[Any, str]:
     except Exception:
         return None, f"image {image} missing; {how_to_get_it}"
     return client, ""
+
+
+def containers_of(client: Any, owner: psutil.Popen) -> list[Any]:
+    """The harness containers `owner` (a `harness docker` process) labelled as its own.
+
+    Matched on its start time as well as its pid: a pid reused by a later run is another owner.
+    `sparse`: the daemon's list answer only. A full list inspects each container in a second
+    call, and one removed in between (a run's own teardown, another run's orphan sweep) raised
+    NotFound out of a test that only asked what is there (seen in CI)."""
+    return client.containers.list(
+        all=True,
+        sparse=True,
+        filters={"label": [f"{key}={value}" for key, value in owner_labels(owner).items()]},
+    )

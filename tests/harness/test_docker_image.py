@@ -12,15 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
-from harness.cli.docker_orphans import LABEL, OWNER_LABEL
 from harness.core.markers import CHECKOUT_ENV
 from harness.resources.ports import PortRegistry, port_is_bindable, registry_file
-from tests.harness.docker_daemon import client_with_image
+from tests.harness.docker_daemon import client_with_image, containers_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_CPU_IMAGE", "serve-harness/cpu:local")
@@ -52,28 +50,22 @@ def image_processes() -> list[psutil.Process]:
     return found
 
 
-def containers_of(pid: int) -> list[Any]:
-    return CLIENT.containers.list(
-        all=True, filters={"label": [f"{LABEL}=1", f"{OWNER_LABEL}={pid}"]}
-    )
-
-
 def leased_ports() -> set[int]:
     path = registry_file()
     records = json.loads(path.read_text()) if path.is_file() and path.read_text() else []
     return {record["port"] for record in records}
 
 
-def assert_nothing_left(owner_pid: int, ports: set[int]) -> None:
+def assert_nothing_left(owner: psutil.Popen, ports: set[int]) -> None:
     deadline = time.monotonic() + 10
     while image_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert image_processes() == []
-    assert containers_of(owner_pid) == []
+    assert containers_of(CLIENT, owner) == []
     assert [p for p in ports if not port_is_bindable(p)] == []
 
 
-def interrupt_once_running(proc: subprocess.Popen[str], before: set[int]) -> set[int]:
+def interrupt_once_running(proc: psutil.Popen, before: set[int]) -> set[int]:
     """Wait for the topology inside, check its leases from the host, Ctrl-C the run; the ports
     it leased."""
     deadline = time.monotonic() + 120
@@ -94,7 +86,7 @@ def interrupt_once_running(proc: subprocess.Popen[str], before: set[int]) -> set
 
 def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
     before = leased_ports()
-    proc = subprocess.Popen(
+    proc = psutil.Popen(
         [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
          str(tmp_path / "results"), "--", AGG_CASE],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -105,7 +97,7 @@ def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
         if proc.poll() is None:  # a failed assertion must not leave the run behind
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
-    assert_nothing_left(proc.pid, ports)
+    assert_nothing_left(proc, ports)
 
 
 def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launcher(
@@ -117,7 +109,7 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
     unpatched.write_text("".join(ln for ln in shipped.splitlines(True) if HEALTH_LINE not in ln))
     unpatched.chmod(0o755)
     before = leased_ports()
-    proc = subprocess.Popen(
+    proc = psutil.Popen(
         [sys.executable, "-m", "harness", "validate", "--image", IMAGE,
          "--change", f"{unpatched}:{EPD}", "--ids", EPD_CASE,
          "--results-dir", str(tmp_path / "v")],
@@ -136,4 +128,4 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
         logs = {p.name for p in (tmp_path / "v" / side).rglob("*.log")}
         assert {"frontend.log", "encode.log", "prefill.log", "decode.log"} <= logs, logs
     assert "test session starts" in err  # the containers' output, kept apart from the table
-    assert_nothing_left(proc.pid, leased_ports() - before)
+    assert_nothing_left(proc, leased_ports() - before)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import socket
-import subprocess
+
+import psutil
 
 from harness.cli.docker_orphans import (
     OWNER_HOST_LABEL,
@@ -19,8 +20,8 @@ def test_a_live_owner_is_not_gone() -> None:
 
 
 def test_an_exited_owner_is_gone() -> None:
-    proc = subprocess.Popen(["true"])
-    labels = owner_labels(proc.pid)
+    proc = psutil.Popen(["true"])
+    labels = owner_labels(proc)
     proc.wait()
     assert owner_is_gone(labels) is True
 

@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+import psutil
 import pytest
 
 from harness.cli.docker_orphans import LABEL, OWNER_LABEL
-from tests.harness.docker_daemon import client_with_image
+from tests.harness.docker_daemon import client_with_image, containers_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("HARNESS_DOCKER_IMAGE", "serve-harness/busybox:local")
@@ -30,12 +30,6 @@ def harness_docker(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness", "docker", "--image", IMAGE, *args]
 
 
-def containers_of(pid: int) -> list[Any]:
-    return CLIENT.containers.list(
-        all=True, filters={"label": [f"{LABEL}=1", f"{OWNER_LABEL}={pid}"]}
-    )
-
-
 def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     overlay = tmp_path / "plan_override.py"
     overlay.write_text("OVERLAID\n")
@@ -46,7 +40,7 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
         "echo ok > /results/x; exit 7"
     )
     env = {**os.environ, "HF_TOKEN": "hf_realsecret42", "NOT_ALLOWED": "leak"}
-    proc = subprocess.Popen(
+    proc = psutil.Popen(
         harness_docker(
             "--results-dir", str(results), "--overlay", f"{overlay}:harness/runtime/plan.py",
             "--command", f"sh -c '{script}'",
@@ -59,19 +53,19 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     assert "hf_realsecret42" not in out + err
     assert "-e HF_TOKEN='***'" in err
     assert (results / "x").read_text() == "ok\n"
-    assert containers_of(proc.pid) == []
+    assert containers_of(CLIENT, proc) == []
 
 
 def start_sleeping_container(
     tmp_path: Path, states: tuple[str, ...] = ("running",), poll_s: float = 0.2
-) -> subprocess.Popen[str]:
+) -> psutil.Popen:
     """`harness docker` running `sleep 600`, returned once its container is in one of `states`."""
-    proc = subprocess.Popen(
+    proc = psutil.Popen(
         harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while not [c for c in containers_of(proc.pid) if c.status in states]:
+    while not [c for c in containers_of(CLIENT, proc) if c.status in states]:
         if proc.poll() is not None or time.monotonic() >= deadline:
             proc.kill()
             raise AssertionError(f"container never started: {proc.communicate()}")
@@ -79,7 +73,7 @@ def start_sleeping_container(
     return proc
 
 
-def terminate_and_wait(proc: subprocess.Popen[str], signum: int) -> str:
+def terminate_and_wait(proc: psutil.Popen, signum: int) -> str:
     """Send `signum`, wait for exit; returns stderr. Kills the harness if it hangs."""
     try:
         proc.send_signal(signum)
@@ -104,7 +98,7 @@ def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted; container removed" in err
-    assert containers_of(proc.pid) == []
+    assert containers_of(CLIENT, proc) == []
     assert took < 20, f"Ctrl-C to container gone took {took:.1f} s"
     print(f"Ctrl-C -> container removed and harness docker exited in {took:.2f} s")
 
@@ -113,7 +107,7 @@ def test_sigterm_removes_the_container(tmp_path: Path) -> None:
     proc = start_sleeping_container(tmp_path)
     err = terminate_and_wait(proc, signal.SIGTERM)
     assert proc.returncode == 130, err
-    assert containers_of(proc.pid) == []
+    assert containers_of(CLIENT, proc) == []
 
 
 @pytest.mark.parametrize("attempt", range(3))
@@ -123,7 +117,7 @@ def test_sigterm_while_the_container_starts_removes_it(tmp_path: Path, attempt: 
     proc = start_sleeping_container(tmp_path, states=("created", "running"), poll_s=0.01)
     err = terminate_and_wait(proc, signal.SIGTERM)
     assert proc.returncode == 130, err
-    assert containers_of(proc.pid) == []
+    assert containers_of(CLIENT, proc) == []
 
 
 def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> None:
@@ -131,7 +125,7 @@ def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> N
     killed = start_sleeping_container(tmp_path / "killed")
     killed.kill()
     killed.communicate()
-    [orphan] = containers_of(killed.pid)
+    [orphan] = containers_of(CLIENT, killed)
     assert orphan.status == "running"
     bystander = CLIENT.containers.run(
         IMAGE, ["sleep", "600"], detach=True, labels={LABEL: "1", OWNER_LABEL: str(os.getpid())}
@@ -144,7 +138,7 @@ def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> N
         assert proc.returncode == 0, proc.stderr
         removed = re.search(r"removed \d+ container\(s\) a killed run left: (.*)", proc.stderr)
         assert removed and orphan.short_id in removed[1].split(", "), proc.stderr
-        assert containers_of(killed.pid) == []
+        assert containers_of(CLIENT, killed) == []
         bystander.reload()
         assert bystander.status == "running"
     finally:
