@@ -1,7 +1,8 @@
-"""The pool's overlap (harness/suite/prestart.py) on two real CPU launches: the next launch starts
-while the current one still serves and tears down, yet its clock, readiness and progress lines
-stay its own; a launch started ahead that the run no longer needs is stopped with nothing left.
-"""
+"""The pool's overlap (harness/suite/prestart.py) on two real launches of the fault tests'
+frontend + Dynamo mocker topology: the next launch starts while the current one still serves and
+tears down, yet its clock, readiness and progress lines stay its own; a launch started ahead that
+the run no longer needs is stopped mid-start with nothing left. The overlap itself is engine-blind
+(it starts and stops launches); a vLLM engine stopped mid-start is test_teardown_midstart's."""
 
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ from harness.runtime.listeners import listening_ports
 from harness.runtime.processes import marked_processes
 from harness.suite.pool import TopologyPool
 
-pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
-
-AGG = REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml"
+MOCKER = REPO_ROOT / "tests" / "harness" / "profiles" / "mocker.yaml"
+# The second launch's mocker holds its engine this long before it serves (its own
+# --startup-time flag): long enough that the launch is still starting when the test looks.
+SECOND_STARTUP_S = 4
 
 
 def two_launches() -> tuple[object, object, object]:
-    """One profile's default case and its --frontend-decoding case: two launch signatures."""
-    profile = load_profile(AGG, REPO_ROOT)
-    decoding = next(c for c in profile.cases if c.launcher_args == ["--frontend-decoding"])
-    return profile, profile.cases[0], decoding
+    """The mocker profile's case, and the same case with a slower mocker start: two launch
+    signatures."""
+    profile = load_profile(MOCKER, REPO_ROOT)
+    first = profile.cases[0]
+    slower = first.model_copy(update={"launcher_args": ["--startup-time", str(SECOND_STARTUP_S)]})
+    return profile, first, slower
 
 
 def test_the_next_launch_starts_ahead_on_its_own_clock(urls: object) -> None:
@@ -77,7 +81,8 @@ def test_a_launch_started_ahead_and_not_needed_leaves_nothing(urls: object) -> N
         pool.get(profile, first)  # type: ignore[arg-type]
         assert pool.ahead is not None
         ahead = pool.ahead.topo
-        time.sleep(3.0)  # mid-start: imports running
+        time.sleep(1.0)  # mid-start: its mocker is still in its --startup-time
+        assert ahead.ready_s is None, "the launch started ahead was ready: not a mid-start stop"
     ports = list(ahead.plan.ports.values())
     assert not marked_processes(TOPOLOGY_ID_ENV, ahead.plan.topology_id)
     assert not listening_ports(ports)
