@@ -1,7 +1,7 @@
 """A machine-wide JSON file of leases, each owned by a process; dead owners' leases vanish on read.
 
 Shared by the port and GPU registries: every read-modify-write happens under one `FileLock`, and
-a lease whose owner (pid + create time) is no longer running is dropped at that moment.
+a lease whose owner (pid + start time) is no longer running is dropped at that moment.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import psutil
 from filelock import FileLock
 from pydantic import BaseModel, TypeAdapter
 
+from harness.core.process_start import process_started
+
 LOCK_TIMEOUT_S = 60.0
 LOCK_POLL_S = 0.002
 # Where the machine-wide registries live unless their variable names another file: one place
@@ -34,21 +36,21 @@ def registry_path(env_var: str, file_name: str) -> Path:
 
 @dataclass(frozen=True)
 class NewLease:
-    """Who a lease being made belongs to: its id and its owner (pid and create time)."""
+    """Who a lease being made belongs to: its id and its owner (pid and start time)."""
 
     lease_id: str
     owner_pid: int
-    owner_create_time: float
+    owner_started: float
 
     @classmethod
     def for_owner(cls, owner_pid: int | None) -> NewLease:
         """A new lease for `owner_pid` (default: this process)."""
         owner = owner_pid if owner_pid is not None else os.getpid()
-        return cls(uuid.uuid4().hex, owner, owner_create_time(owner))
+        return cls(uuid.uuid4().hex, owner, owner_start(owner))
 
     def fields(self, tag: str) -> dict[str, object]:
         """The `OwnedLease` fields of each of its records."""
-        return owned_by(self.lease_id, self.owner_pid, self.owner_create_time, tag)
+        return owned_by(self.lease_id, self.owner_pid, self.owner_started, tag)
 
 
 class OwnedLease(BaseModel):
@@ -56,16 +58,15 @@ class OwnedLease(BaseModel):
 
     lease_id: str
     owner_pid: int
-    owner_create_time: float
+    owner_started: float
     tag: str = ""
 
     def owner_is_alive(self) -> bool:
-        """True while the owning process (same pid and create time) runs and is not a zombie."""
+        """True while the owning process (same pid and start time) runs and is not a zombie."""
         try:
-            owner = psutil.Process(self.owner_pid)
             return (
-                owner.create_time() == self.owner_create_time
-                and owner.status() != psutil.STATUS_ZOMBIE
+                process_started(self.owner_pid) == self.owner_started
+                and psutil.Process(self.owner_pid).status() != psutil.STATUS_ZOMBIE
             )
         except psutil.NoSuchProcess:
             return False
@@ -76,13 +77,14 @@ LeaseT = TypeVar("LeaseT", bound=OwnedLease)
 
 def owned_by(lease_id: str, owner: int, created: float, tag: str) -> dict[str, object]:
     """The `OwnedLease` fields of every record of one lease (spread into a record type)."""
-    return {"lease_id": lease_id, "owner_pid": owner, "owner_create_time": created, "tag": tag}
+    return {"lease_id": lease_id, "owner_pid": owner, "owner_started": created, "tag": tag}
 
 
-def owner_create_time(pid: int) -> float:
-    """Create time of the process that will own a lease; the error says which pid is missing."""
+def owner_start(pid: int) -> float:
+    """Start time (harness/core/process_start.py) of the process that will own a lease; the
+    error says which pid is missing."""
     try:
-        return psutil.Process(pid).create_time()
+        return process_started(pid)
     except psutil.NoSuchProcess as exc:
         raise ValueError(f"lease owner pid {pid} is not running") from exc
 
@@ -105,7 +107,7 @@ class LeaseFile(Generic[LeaseT]):
             alive: dict[tuple[int, float], bool] = {}
             records = []
             for record in self._read():
-                owner = (record.owner_pid, record.owner_create_time)
+                owner = (record.owner_pid, record.owner_started)
                 if owner not in alive:
                     alive[owner] = record.owner_is_alive()
                 if alive[owner]:

@@ -25,6 +25,7 @@ from harness.core.markers import (
     TOPOLOGY_ID_ENV,
     EnvMarker,
 )
+from harness.core.process_start import process_started
 
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.02
@@ -99,7 +100,7 @@ class _RememberedGroup:
     """A process group id and its leader's create time (None if the leader was already gone)."""
 
     pgid: int
-    leader_create_time: float | None
+    leader_started: float | None
 
 
 def _own_groups() -> set[int]:
@@ -233,14 +234,14 @@ class ProcessReaper:
             with contextlib.suppress(psutil.Error, OSError):
                 pgid = os.getpgid(proc.pid)
                 if pgid not in _own_groups() and pgid not in self._groups:
-                    self._groups[pgid] = _RememberedGroup(pgid, _create_time_or_none(pgid))
+                    self._groups[pgid] = _RememberedGroup(pgid, _started_or_none(pgid))
 
     def _live_groups(self) -> set[int]:
         """Remembered groups that are still the same group (not a reused id)."""
         return {
             g.pgid
             for g in self._groups.values()
-            if _create_time_or_none(g.pgid) in (None, g.leader_create_time)
+            if _started_or_none(g.pgid) in (None, g.leader_started)
         }
 
     def _with_group_members(self, tracked: list[psutil.Process]) -> list[psutil.Process]:
@@ -261,9 +262,9 @@ class ProcessReaper:
                 proc.send_signal(signum)
 
 
-def _create_time_or_none(pid: int) -> float | None:
+def _started_or_none(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).create_time()
+        return process_started(pid)
     except psutil.NoSuchProcess:
         return None
 
@@ -282,7 +283,9 @@ def _session_is_gone(proc: psutil.Process, session_pid: int) -> bool:
     """True if the session owner died; a live pid created after `proc` is a reused pid."""
     try:
         owner = psutil.Process(session_pid)
-        return owner.status() == psutil.STATUS_ZOMBIE or owner.create_time() > proc.create_time()
+        return owner.status() == psutil.STATUS_ZOMBIE or process_started(
+            session_pid
+        ) > process_started(proc.pid)
     except psutil.NoSuchProcess:
         return True
 

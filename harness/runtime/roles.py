@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 
+from harness.core.process_start import process_started
 from harness.runtime.plan import LaunchPlan
 
 LOG_TAIL_LINES = 30
@@ -54,12 +55,14 @@ def fold_health_polls(lines: list[str]) -> list[str]:
 class RoleProcess:
     name: str
     pid: int
-    create_time: float
+    started: float  # harness/core/process_start.py: survives a wall-clock step
 
     def alive(self) -> bool:
         try:
-            proc = psutil.Process(self.pid)
-            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
+            return (
+                process_started(self.pid) == self.started
+                and psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+            )
         except psutil.NoSuchProcess:
             return False
 
@@ -85,9 +88,7 @@ class RoleTable:
             pid_file = self.plan.log_dir / f"{role.name}.pid"
             try:
                 pid = int(pid_file.read_text().strip())
-                self.known[role.name] = RoleProcess(
-                    role.name, pid, psutil.Process(pid).create_time()
-                )
+                self.known[role.name] = RoleProcess(role.name, pid, process_started(pid))
             except (FileNotFoundError, ValueError):
                 continue
             except psutil.NoSuchProcess:

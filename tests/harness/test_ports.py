@@ -164,7 +164,7 @@ def test_reused_pid_does_not_keep_a_lease_alive(registry_path: Path) -> None:
     registry = PortRegistry(registry_path, TEST_LOW, TEST_LOW + 999)
     registry.lease(["frontend"])
     records = json.loads(registry_path.read_text())
-    records[0]["owner_create_time"] -= 1000.0  # same pid, different process
+    records[0]["owner_started"] -= 1000.0  # same pid, different process
     registry_path.write_text(json.dumps(records))
     assert registry.leases() == []
 

@@ -1,0 +1,34 @@
+"""When a process started: with its pid, the identity that tells it from a later process that
+reuses the pid.
+
+psutil's `create_time()` is the boot time, read again from /proc/stat on every call, plus the
+process's start tick. The boot time moves whenever the wall clock is stepped (NTP, a clock set
+after resume, a VM restored from a snapshot), and every live process then compares as another
+one. Seen in CI on this box (2026-12-01, the kernel logging "crng reseeded due to virtual
+machine fork"): the harness named running roles as exited ("code unknown") and tore them down.
+The start tick itself (/proc/PID/stat field 22, clock ticks since boot) never moves; psutil
+keys its own `is_running()` on it. Where there is no /proc (macOS), psutil's value is used."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+STARTTIME_FIELD = 22  # proc(5): starttime, in clock ticks since boot
+
+
+def process_started(pid: int) -> float:
+    """Seconds from boot to `pid`'s start; raises psutil.NoSuchProcess once it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        if not (PROC / "self" / "stat").exists():
+            return psutil.Process(pid).create_time()
+        raise psutil.NoSuchProcess(pid) from None
+    # the fields after "(comm)" start at field 3; comm itself may hold spaces and parentheses
+    after_comm = stat[stat.rindex(b")") + 2 :].split()
+    return int(after_comm[STARTTIME_FIELD - 3]) / CLOCK_TICKS
