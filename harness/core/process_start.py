@@ -21,14 +21,34 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STARTTIME_FIELD = 22  # proc(5): starttime, in clock ticks since boot
 
 
-def process_started(pid: int) -> float:
-    """Seconds from boot to `pid`'s start; raises psutil.NoSuchProcess once it is gone."""
+def _stat_after_comm(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields from field 3 on (None where there is no /proc); raises
+    psutil.NoSuchProcess once the process is gone. `comm` may hold spaces and parentheses."""
     try:
         stat = (PROC / str(pid) / "stat").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         if not (PROC / "self" / "stat").exists():
-            return psutil.Process(pid).create_time()
+            return None
         raise psutil.NoSuchProcess(pid) from None
-    # the fields after "(comm)" start at field 3; comm itself may hold spaces and parentheses
-    after_comm = stat[stat.rindex(b")") + 2 :].split()
-    return int(after_comm[STARTTIME_FIELD - 3]) / CLOCK_TICKS
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def process_started(pid: int) -> float:
+    """Seconds from boot to `pid`'s start; raises psutil.NoSuchProcess once it is gone."""
+    fields = _stat_after_comm(pid)
+    if fields is None:
+        return psutil.Process(pid).create_time()
+    return int(fields[STARTTIME_FIELD - 3]) / CLOCK_TICKS
+
+
+def is_running_as(pid: int, started: float) -> bool:
+    """True while `pid` is the process that started at `started` and is not a zombie (one read
+    of its stat file)."""
+    try:
+        fields = _stat_after_comm(pid)
+        if fields is None:
+            proc = psutil.Process(pid)
+            return proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    return int(fields[STARTTIME_FIELD - 3]) / CLOCK_TICKS == started and fields[0] != b"Z"

@@ -20,7 +20,7 @@ import psutil
 from filelock import FileLock
 from pydantic import BaseModel, TypeAdapter
 
-from harness.core.process_start import process_started
+from harness.core.process_start import is_running_as, process_started
 
 LOCK_TIMEOUT_S = 60.0
 LOCK_POLL_S = 0.002
@@ -63,13 +63,7 @@ class OwnedLease(BaseModel):
 
     def owner_is_alive(self) -> bool:
         """True while the owning process (same pid and start time) runs and is not a zombie."""
-        try:
-            return (
-                process_started(self.owner_pid) == self.owner_started
-                and psutil.Process(self.owner_pid).status() != psutil.STATUS_ZOMBIE
-            )
-        except psutil.NoSuchProcess:
-            return False
+        return is_running_as(self.owner_pid, self.owner_started)
 
 
 LeaseT = TypeVar("LeaseT", bound=OwnedLease)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.core.process_start import process_started
+from harness.core.process_start import is_running_as, process_started
 from harness.runtime.plan import LaunchPlan
 
 LOG_TAIL_LINES = 30
@@ -58,13 +58,7 @@ class RoleProcess:
     started: float  # harness/core/process_start.py: survives a wall-clock step
 
     def alive(self) -> bool:
-        try:
-            return (
-                process_started(self.pid) == self.started
-                and psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-            )
-        except psutil.NoSuchProcess:
-            return False
+        return is_running_as(self.pid, self.started)
 
 
 class RoleTable:
