@@ -3,7 +3,9 @@
 Each shim is an exact text replacement, needed only beside the package version it names
 (`needed_with`): a shim whose version is not installed is skipped and says so. Re-running is a
 no-op; if the original text is gone (upstream changed the file) the script fails loudly instead
-of guessing.
+of guessing. A start-up hook is a `.pth` file written whole: `site` runs its `import` line when
+any interpreter of the venv starts, before the program's own imports (the engine cores vLLM
+spawns included); each hook does nothing unless the harness sets its variable.
 Usage: python scripts/apply_shims.py SITE_PACKAGES
 """
 
@@ -78,6 +80,28 @@ SHIMS = [
 ]
 
 
+@dataclass(frozen=True)
+class StartupHook:
+    why: str
+    name: str  # the .pth file in site-packages
+    line: str  # one `import ...` line, as `site` requires
+
+    def applied(self, site: Path) -> bool:
+        path = site / self.name
+        return path.is_file() and path.read_text() == self.line + "\n"
+
+
+STARTUP_HOOKS = [
+    StartupHook(
+        why="Python's full GC collections during the roles' imports (HARNESS_GC_THRESHOLD; "
+        "harness/runtime/launch_env.py says why and what it saves)",
+        name="serve_harness_gc.pth",
+        line='import gc, os; (t := os.environ.get("HARNESS_GC_THRESHOLD")) '
+        'and gc.set_threshold(*map(int, t.split(",")))',
+    ),
+]
+
+
 def applicable(site: Path) -> list[Shim]:
     """The shims the versions installed in `site` need."""
     return [shim for shim in SHIMS if shim.needed(site)]
@@ -101,6 +125,9 @@ def apply(site: Path, shim: Shim) -> str:
 
 def main() -> None:
     site = Path(sys.argv[1])
+    for hook in STARTUP_HOOKS:
+        (site / hook.name).write_text(hook.line + "\n")
+        print(f"start-up hook {hook.name}: written")
     for shim in SHIMS:
         if shim.needed(site):
             print(f"shim {shim.relpath}: {apply(site, shim)} (needed with {shim.needed_by})")

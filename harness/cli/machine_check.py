@@ -132,18 +132,20 @@ def extra_findings(
 def shim_findings(site: Path, shims_script: Path) -> list[Finding]:
     """CPU tier: every compatibility shim of scripts/apply_shims.py that the versions installed in
     `site` need is in place there."""
-    shims = runpy.run_path(str(shims_script), run_name="apply_shims")["applicable"](site)
+    script = runpy.run_path(str(shims_script), run_name="apply_shims")
+    shims, hooks = script["applicable"](site), script["STARTUP_HOOKS"]
     missing = [
         f"{shim.relpath} ({shim.why})"
         for shim in shims
         if not (site / shim.relpath).is_file() or shim.new not in (site / shim.relpath).read_text()
-    ]
+    ] + [f"{hook.name} ({hook.why})" for hook in hooks if not hook.applied(site)]
     if missing:
         return [Finding("fail", "shims", f"not applied: {'; '.join(missing)}. "
                         "Run scripts/bootstrap.sh")]  # fmt: skip
     needed_by = ", ".join(sorted({shim.needed_by for shim in shims}))
     return [Finding("ok", "shims", f"{len(shims)} compatibility shims applied in {site} "
-                    f"(needed with {needed_by or 'nothing installed'})")]  # fmt: skip
+                    f"(needed with {needed_by or 'nothing installed'}), "
+                    f"{len(hooks)} start-up hook(s)")]  # fmt: skip
 
 
 def cpu_lock(engine: str | None = None) -> Path:
