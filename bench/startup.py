@@ -10,6 +10,7 @@ behaviour a change replaces), then without; it also prints each run's wall time 
 Usage: python bench/startup.py runs/results.jsonl [--baseline OTHER.jsonl]
        HARNESS_OVERLAP=1 python bench/startup.py --run [--ids mm_agg_qwen3-vl-2b,...]
            --baseline-env HARNESS_OVERLAP=0
+       python bench/startup.py --run --baseline-env HARNESS_GC_THRESHOLD=   (Python's own GC)
 """
 
 from __future__ import annotations

@@ -100,6 +100,7 @@ def test_shims_missing_then_applied_by_the_real_script(tmp_path: Path) -> None:
     assert before.status == "fail"
     assert "torchvision/_meta_registrations.py" in before.detail
     assert "embedding_worker_processes" not in before.detail
+    assert "serve_harness_gc.pth" in before.detail
     subprocess.run([sys.executable, str(SHIM_SCRIPT), str(tmp_path)], check=True)
     [after] = shim_findings(tmp_path, SHIM_SCRIPT)
     assert after.status == "ok"
