@@ -32,8 +32,9 @@ GC_THRESHOLD_ENV = "HARNESS_GC_THRESHOLD"
 # collections, 2.6 of its 10.8 CPU-s (counted with gc.callbacks, 2026-12-02, the 2-core box), and
 # the engine core vLLM spawns imports it all again. With a third threshold of 1000 (CPython's
 # default is 10) the same import runs none: 0.5 s of GC, 8.0 CPU-s. The objects made at import live
-# for the whole run, so a full collection there frees nothing; vLLM freezes its heap itself once
-# the engine is up (vllm/v1/engine/core.py, freeze_gc_heap). The hook that reads it is the venv's
+# for the whole run, so those collections free almost nothing (691k objects left without them,
+# 689k with); vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
+# freeze_gc_heap). The hook that reads it is the venv's
 # serve_harness_gc.pth (scripts/apply_shims.py). Empty: the interpreter's own thresholds.
 GC_THRESHOLD_CPU = "700,10,1000"
 
