@@ -33,12 +33,16 @@ def _stat_after_comm(pid: int) -> list[bytes] | None:
     return stat[stat.rindex(b")") + 2 :].split()
 
 
+def _started(fields: list[bytes]) -> float:
+    return int(fields[STARTTIME_FIELD - 3]) / CLOCK_TICKS
+
+
 def process_started(pid: int) -> float:
     """Seconds from boot to `pid`'s start; raises psutil.NoSuchProcess once it is gone."""
     fields = _stat_after_comm(pid)
     if fields is None:
         return psutil.Process(pid).create_time()
-    return int(fields[STARTTIME_FIELD - 3]) / CLOCK_TICKS
+    return _started(fields)
 
 
 def is_running_as(pid: int, started: float) -> bool:
@@ -51,4 +55,4 @@ def is_running_as(pid: int, started: float) -> bool:
             return proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-    return int(fields[STARTTIME_FIELD - 3]) / CLOCK_TICKS == started and fields[0] != b"Z"
+    return _started(fields) == started and fields[0] != b"Z"

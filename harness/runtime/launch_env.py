@@ -34,8 +34,8 @@ GC_THRESHOLD_ENV = "HARNESS_GC_THRESHOLD"
 # default is 10) the same import runs none: 0.5 s of GC, 8.0 CPU-s. The objects made at import live
 # for the whole run, so those collections free almost nothing (691k objects left without them,
 # 689k with); vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
-# freeze_gc_heap). The hook that reads it is the venv's
-# serve_harness_gc.pth (scripts/apply_shims.py). Empty: the interpreter's own thresholds.
+# freeze_gc_heap). The hook that reads it is the venv's serve_harness_gc.pth
+# (scripts/apply_shims.py). Empty: the interpreter's own thresholds.
 GC_THRESHOLD_CPU = "700,10,1000"
 
 
