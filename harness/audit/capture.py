@@ -1,10 +1,10 @@
 """Role-plan capture: run a launcher for real with the recording shim as every engine.
 
 The launcher gets the same LaunchPlan env as a real launch (HARNESS_MANAGED_PORTS=1, fixed fake
-ports, the tier's model) except `PYTHON`, so every `start_role NAME "$PYTHON" …` records instead
-of starting an engine. SIGTERM is ignored in the launcher's process tree: when the first shim
-exits, wait_any_exit's trap signals the other roles, and a shim still starting must not die
-before it has written its line.
+ports, the tier's model) except the interpreter the role adapter execs, so every role records
+what it would run instead of starting an engine. SIGTERM is ignored in the launcher's process
+tree: when the first shim exits, wait_any_exit's trap signals the other roles, and a shim still
+starting must not die before it has written its line.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from harness.audit.gpu_env import simulated_gpu_env
 from harness.audit.shim import RECORD_ENV, write_shim
 from harness.core.markers import marker_env
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
+from harness.runtime.dynamo_src import DynamoSource
 from harness.runtime.plan import LaunchPlan, port_names, resolve
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
@@ -37,8 +37,9 @@ class Capture:
     stderr: str = ""
 
 
-def fake_ports(profile: Profile) -> dict[str, int]:
-    return {name: FAKE_PORT_BASE + i for i, name in enumerate(port_names(profile))}
+def fake_ports(profile: Profile, root: Path) -> dict[str, int]:
+    names = port_names(profile, DynamoSource.from_env(), root)
+    return {name: FAKE_PORT_BASE + i for i, name in enumerate(names)}
 
 
 def audit_model(profile: Profile, tier: Tier) -> str:
@@ -58,7 +59,7 @@ def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Pat
         profile,
         tier,
         case,
-        ports=fake_ports(profile),
+        ports=fake_ports(profile, root),
         run_dir=work / "run",
         scratch_dir=work / "s",
         model=audit_model(profile, tier),
@@ -76,9 +77,9 @@ def _ignore_sigterm() -> None:
 def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
     record = work / "calls.jsonl"
     shim = str(write_shim(work))
-    env = {**plan.env, "PYTHON": shim, RECORD_ENV: str(record)}
-    if plan.launcher == CHECKOUT_LAUNCHER:  # a checkout's launcher: the role adapter, then the shim
-        env["HARNESS_REAL_PYTHON"] = shim
+    # Every launcher's `python3` is the role adapter; the shim stands in for the interpreter it
+    # execs, so what is recorded is what the role would run, after the adapter's decisions.
+    env = {**plan.env, "HARNESS_REAL_PYTHON": shim, RECORD_ENV: str(record)}
     capture = Capture(plan)
     try:
         proc = subprocess.run(

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from harness.audit.capture import Capture
 from harness.audit.engine_flags import check_flags
 from harness.audit.findings import Finding, Invocation
 from harness.audit.health_source import ENDPOINT_HEALTH_ENV, lacks_health_source
 from harness.profiles import Profile, RoleSpec
+from harness.profiles.launcher_files import text_with_used_files
+from harness.profiles.launcher_ports import fixed_ports
+from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
 UNSET_PORT = re.compile(r"variable (\w+) is not set")
 ENGINES = ("dynamo.vllm", "dynamo.sglang")
-STRAY_FIX = "read it with $(port VAR DEFAULT); add VAR to the profile's side_ports"
+STRAY_FIX = ("read it from a variable ($(port VAR DEFAULT), upstream's dyn_port or ${VAR:-N}): "
+             "the harness leases every port variable a launcher reads")  # fmt: skip
 HEALTH_FIX = f"""set {ENDPOINT_HEALTH_ENV}='["generate"]' on its start_role"""
 MODEL_FIX = 'pass --model "$MODEL" (--model-path for SGLang)'
 
@@ -48,12 +53,18 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
         tail = " | ".join(cap.stderr.strip().splitlines()[-3:])
         unset = UNSET_PORT.search(cap.stderr)
         if unset:
-            fix = f"lease it: add {unset.group(1)} to the profile's side_ports or a health_port"
+            fix = (f"read {unset.group(1)} where the harness can see it (`port`, `dyn_port` or "
+                   "${VAR:-N} in the launcher or a helper it sources)")  # fmt: skip
         elif "needs GPU #" in cap.stderr:
             fix = "place the roles on the GPUs the layout uses (each role's gpu.device)"
         else:
             fix = "make the launcher start every role under managed ports"
         out.append(Finding(launcher, "launcher", f"exited {cap.returncode}: {tail}", fix))
+    script = Path(cap.plan.args[0]) if cap.plan.launcher == CHECKOUT_LAUNCHER else cap.plan.launcher
+    for fixed in fixed_ports(text_with_used_files(script)):
+        out.append(Finding(launcher, "launcher", f"binds port {fixed.port} ({fixed.where}) with "
+                           "no variable to move it: it collides with any other run",
+                           STRAY_FIX))  # fmt: skip
     values = set(cap.plan.ports.values())
     users: dict[int, list[str]] = {}
     for name, call in cap.roles.items():

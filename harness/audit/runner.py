@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
 import tempfile
 import time
@@ -18,7 +17,6 @@ from harness.audit.memory import check_kv, check_memory
 from harness.audit.sglang_parser import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
 from harness.runtime.plan import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
@@ -52,7 +50,7 @@ def _display(path: Path, root: Path) -> str:
 
 
 def adapter_rewrites(log_dir: Path) -> list[str]:
-    """What the role adapter changed in each role of a checkout's launcher, one line per role."""
+    """What the role adapter decided for each role (its NAME.adapter.json), one line per role."""
     lines = []
     for path in sorted(log_dir.glob("*.adapter.json")):
         record = json.loads(path.read_text())
@@ -62,10 +60,6 @@ def adapter_rewrites(log_dir: Path) -> list[str]:
 
 
 def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
-    if profile.dynamo_src_script and not os.environ.get(DYNAMO_SRC_ENV):
-        result.launches.append(f"{profile.name}: not audited ({profile.launcher} needs "
-                               "--dynamo-src)")  # fmt: skip
-        return
     merged: dict[tuple[str, str, str, str], list[str]] = {}
     for tier, case in variants(profile):
         with tempfile.TemporaryDirectory(prefix="audit-") as tmp:

@@ -42,7 +42,7 @@ def changed_files(checkout: Path, base: str) -> list[str]:
 def affects(profile: Profile, path: str) -> bool:
     """A changed checkout file shapes this profile's run: its launcher (or the helpers every
     checkout launcher sources), or the Python its roles import."""
-    script = profile.dynamo_src_script
+    script = profile.upstream_launcher
     if script is not None and (path == script or path.startswith(HELPERS)):
         return True
     if path.startswith(PYTHON_ROOT):
@@ -53,18 +53,14 @@ def affects(profile: Profile, path: str) -> bool:
 
 
 def checkout_ids(profiles: list[Profile], files: list[str]) -> list[str]:
-    """The CPU-tier ids the files affect, the checkout's launchers in place of ours."""
-    chosen = {}
-    for profile in profiles:
-        if profile.cpu is None:
-            continue
-        for case in profile.cases:
-            if case.cpu_skip or not any(affects(profile, f) for f in files):
-                continue
-            tid = profile.test_id(case)
-            if tid not in chosen or profile.dynamo_src_script:
-                chosen[tid] = profile
-    return list(chosen)
+    """The CPU-tier ids the files affect (each runs the checkout's launcher where it holds it)."""
+    return [
+        profile.test_id(case)
+        for profile in profiles
+        if profile.cpu is not None
+        for case in profile.cases
+        if not case.cpu_skip and any(affects(profile, f) for f in files)
+    ]
 
 
 def base_tree(checkout: Path, base: str, out: Path) -> Path:

@@ -15,6 +15,8 @@ _SELF_DIR = (
     r"""|\$\{BASH_SOURCE(?:\[0\])?%/\*\})"""
 )
 _SELF_RELATIVE = re.compile(_SELF_DIR + r"""/([\w./-]+)""")
+# upstream's: SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"; source "$SCRIPT_DIR/../common/x.sh"
+_SCRIPT_DIR = re.compile(r"""\$\{?SCRIPT_DIR\}?/([\w./-]+)""")
 _PLAIN_SOURCE = re.compile(r"""^\s*(?:source|\.)\s+["']?([\w./-]+)["']?\s*(?:#.*)?$""", re.M)
 
 
@@ -28,6 +30,7 @@ def referenced_files(script: str, text: str) -> set[str]:
     here = posixpath.dirname(script)
     found = {m.group(1) for m in _SELF_RELATIVE.finditer(text)}
     found |= {m.group(1) for m in _PLAIN_SOURCE.finditer(text)}
+    found |= {m.group(1) for m in _SCRIPT_DIR.finditer(text)}
     return {posixpath.normpath(posixpath.join(here, rel)) for rel in found}
 
 

@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.profiles.launcher_files import text_with_used_files
+from harness.profiles.launcher_ports import launcher_port_vars
 from harness.profiles.schema import Profile
 
 
@@ -34,11 +35,10 @@ def load_profile(path: Path, root: Path) -> Profile:
         ]
         raise ProfileError("\n".join(lines)) from None
     unread = unproven_defects(profile, root)
-    if profile.dynamo_src_script is None:  # a checkout's launcher is checked once it is known
-        launcher = root / profile.launcher
-        if not launcher.is_file():
-            raise ProfileError(f"{path}: launcher: no such file {launcher}")
-        unread += unread_port_vars(profile, text_with_used_files(launcher))
+    launcher = root / profile.launcher
+    if not launcher.is_file():
+        raise ProfileError(f"{path}: launcher: no such file {launcher}")
+    unread += unread_port_vars(profile, text_with_used_files(launcher))
     if unread:
         raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile
@@ -87,21 +87,18 @@ def heading_anchor(title: str) -> str:
     return text.replace(" ", "-")
 
 
-def unread_port_vars(profile: Profile, launcher_text: str) -> list[tuple[str, str]]:
+def unread_port_vars(
+    profile: Profile, launcher_text: str, launcher: str | None = None
+) -> list[tuple[str, str]]:
     """(field, problem) for each worker's health port variable that its launcher (or a script it
-    runs) never reads with `port VAR DEFAULT` (the launcher contract, launchers/lib/common.sh).
-    Side ports are
-    checked by `harness audit`, which runs the launcher and sees which role takes each one."""
-    named = [
-        (f"roles[{i}].health_port", role.health_port)
-        for i, role in enumerate(profile.roles)
-        if role.health_port
-    ]
+    runs) never reads (harness/profiles/launcher_ports.py: either upstream contract, or ours)."""
+    read = set(launcher_port_vars(launcher_text))
     return [
-        (field, f"{var} is never read by {profile.launcher} (`port {var} DEFAULT`)")
-        for field, var in named
-        if not re.search(rf"\bport\s+{var}\b", launcher_text)
-    ]
+        (f"roles[{i}].health_port", f"{role.health_port} is never read by "
+         f"{launcher or profile.launcher} (it reads {sorted(read)})")
+        for i, role in enumerate(profile.roles)
+        if role.health_port and role.health_port not in read
+    ]  # fmt: skip
 
 
 def unknown_baselines(profile: Profile, profiles: list[Profile]) -> list[str]:
@@ -133,14 +130,12 @@ def load_profiles(directory: Path, root: Path) -> list[Profile]:
         if p.name in names:
             raise ProfileError(f"{p.source}: name: {p.name} is also the name of {names[p.name]}")
         names[p.name] = p.source
-    # A `dynamo-src:` profile may carry the id of one of ours: with --dynamo-src it runs the
-    # checkout's launcher under that id instead (suite/collection.py). Within each kind, unique.
-    seen: dict[tuple[str, bool], str] = {}
+    seen: dict[str, str] = {}
     for p in profiles:
         for case in p.cases:
-            key = (p.test_id(case), p.dynamo_src_script is not None)
+            key = p.test_id(case)
             if key in seen:
-                raise ProfileError(f"{p.source}: test id {key[0]} also defined in {seen[key]}")
+                raise ProfileError(f"{p.source}: test id {key} also defined in {seen[key]}")
             seen[key] = p.source
     problems = [line for p in profiles for line in unknown_baselines(p, profiles)]
     if problems:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,9 +19,6 @@ CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
 # p_d); what it does follows from the profile's data (its roles, replicas and baselines), not
 # from the name, so a new kind needs only a profile and a launcher.
 TOPOLOGY_NAME = r"^[a-z][a-z0-9_]*$"
-# `launcher: dynamo-src:<path>`: a launcher inside the Dynamo checkout under test (--dynamo-src),
-# run unmodified (launchers/lib/dynamo_src_launcher.sh, harness/runtime/role_adapter.py).
-DYNAMO_SRC_LAUNCHER = "dynamo-src:"
 # The roles every topology's launcher starts (launchers/lib/common.sh begin_topology), declared
 # once here: a profile lists its workers (and any other aux roles).
 STANDARD_ROLES = (
@@ -174,7 +171,7 @@ class CacheHit(Strict):
     `make_image_payload_cached_tokens(..., min_avg_kv_hit_rate=0.9)` on the KV-router cases)."""
 
     min_avg_hit_rate: float = Field(default=0.9, gt=0, le=1)  # upstream's min_avg_kv_hit_rate
-    # The CPU tier's KV block is 128 tokens (launchers/lib/common.sh kv_block_size), the GPU's 16:
+    # The CPU tier's KV block is 128 tokens (the role adapter's CPU_KV_BLOCK), the GPU's 16:
     # only whole blocks are cached, so on the CPU the prompt is lengthened by this many copies of
     # upstream's own filler sentence (its `prompt_filler_repeats`) to span whole blocks.
     cpu_prompt_filler_repeats: int = Field(default=0, ge=0)
@@ -246,6 +243,9 @@ class Profile(Strict):
     # the launcher selects devices with ZE_AFFINITY_MASK). XPU runs need an XPU runner.
     accelerator: Literal["cuda", "xpu"] = "cuda"
     launcher: str
+    # Upstream's launcher of this topology, relative to a Dynamo checkout: with --dynamo-src it
+    # runs in place of ours, unmodified, when the checkout holds it (harness/runtime/plan.py).
+    upstream_launcher: str | None = None
     id_prefix: str = "mm"
     model: ModelSpec
     roles: list[RoleSpec]
@@ -255,7 +255,6 @@ class Profile(Strict):
     # Why a role of this launch listens on every interface, where the engine leaves no other
     # way; the loopback check is skipped for it (harness/runtime/readiness.py loopback_only).
     not_loopback: str | None = Field(default=None, min_length=20)
-    side_ports: list[Annotated[str, Field(pattern=PORT_VAR.pattern)]] = []
     marks: list[str]
     env: dict[str, str] = {}
     gpu: GpuTierSpec
@@ -312,13 +311,6 @@ class Profile(Strict):
 
     def tier(self, tier: Tier) -> TierSpec | None:
         return self.gpu if tier == "gpu" else self.cpu
-
-    @property
-    def dynamo_src_script(self) -> str | None:
-        """The checkout-relative launcher of a `dynamo-src:` profile, else None."""
-        if self.launcher.startswith(DYNAMO_SRC_LAUNCHER):
-            return self.launcher.removeprefix(DYNAMO_SRC_LAUNCHER)
-        return None
 
     @property
     def worker_roles(self) -> list[RoleSpec]:

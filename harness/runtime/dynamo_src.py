@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -28,8 +27,6 @@ from harness.core.paths import REPO_ROOT
 DYNAMO_SRC_ENV = "HARNESS_DYNAMO_SRC"
 CHECKOUT_LAUNCHER = REPO_ROOT / "launchers" / "lib" / "dynamo_src_launcher.sh"
 ROLE_ADAPTER = Path(__file__).parent / "role_adapter.py"
-# Where a checkout's launchers keep the helpers they source (upstream's examples/common/*.sh).
-CHECKOUT_HELPERS = ("examples/common",)
 IMPORT_RECORDS_ENV = "HARNESS_IMPORT_RECORDS"
 ROLE_SITE = Path(__file__).parent / "role_site"
 RUNTIME = "ai-dynamo-runtime"
@@ -105,30 +102,6 @@ class DynamoSource:
         relative = Path(*module.split("."))
         base = self.python_dir / relative
         return base.is_dir() or base.with_suffix(".py").is_file()
-
-
-def adapter_env(role_ports: Mapping[str, str], model: str) -> dict[str, str]:
-    """What the role adapter needs to run a checkout's launcher: the real interpreter, which
-    role each health-port variable names, the model to give the CPU tier's workers, and
-    upstream's managed-ports switch (a missing port is then an error, not a default)."""
-    return {
-        "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
-        "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
-        "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
-        "HARNESS_ROLE_PORTS": json.dumps(dict(role_ports)),
-        "HARNESS_CPU_MODEL": model,
-        "DYN_MANAGED_PORTS": "1",
-    }
-
-
-def unread_port_vars(script: Path, root: Path, names: Iterable[str]) -> list[str]:
-    """The port variables neither the checkout's launcher nor the helpers it can source name
-    (literally, or as a prefix + index like upstream's `dyn_port DYN_SYSTEM_PORT 1`)."""
-    texts = [script.read_text(errors="replace")]
-    for helpers in CHECKOUT_HELPERS:
-        texts += [p.read_text(errors="replace") for p in sorted((root / helpers).glob("*.sh"))]
-    text = "\n".join(texts)
-    return [n for n in names if n not in text and n.rstrip("0123456789") not in text]
 
 
 def import_records_dir(log_dir: Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from harness.core.verdict import Cause, TopologyFailure
+from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
 from harness.runtime.listeners import listeners
 from harness.runtime.roles import tail
 
@@ -32,9 +33,17 @@ class LogDiagnosis:
         raise NotImplementedError
 
 
+def launcher_name(topo: LaunchedTopology) -> str:
+    """The launcher the user wrote: a checkout's own, not the wrapper that runs it."""
+    if topo.plan.launcher == CHECKOUT_LAUNCHER:
+        return Path(topo.plan.args[0]).name
+    return topo.plan.launcher.name
+
+
 class AdapterRefused(LogDiagnosis):
-    """A Dynamo checkout's launcher started a role with a flag the CPU tier cannot run: the role
-    adapter refused it (NAME.refused, harness/runtime/role_adapter.py), never a silent drop."""
+    """A launcher started a role the tier cannot run (a flag with no mapping, another model than
+    the profile's): the role adapter refused it (NAME.refused, harness/runtime/role_adapter.py),
+    never a silent drop or swap."""
 
     def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
         refused = sorted(topo.plan.log_dir.glob("*.refused"))
@@ -43,9 +52,9 @@ class AdapterRefused(LogDiagnosis):
         record = json.loads(refused[0].read_text())
         return topo.failure(
             Cause.LAUNCHER_INVALID,
-            f"role '{record['role']}' of {Path(topo.plan.args[0]).name}: the CPU tier cannot "
-            f"run {record['refused']} (the role adapter maps the checkout's GPU flags to the "
-            "CPU tier's; this one has no mapping)",
+            f"role '{record['role']}' of {launcher_name(topo)}: the {topo.plan.tier} tier "
+            f"cannot run it: {record['refused']} (the role adapter, "
+            "harness/runtime/role_adapter.py)",
             role=record["role"],
         )
 
@@ -131,6 +140,36 @@ class HealthServerNotBound(LogDiagnosis):
         return None
 
 
+# What Dynamo 1.6.1's frontend logs when it cannot build its pipeline for a registered model
+# (e.g. frontend decoding with NIXL's library not on its loader path): it keeps answering
+# /health and never lists the model, so readiness would otherwise wait out register_s.
+FRONTEND_MODEL_FAILED = re.compile(
+    r"Model materialization (?:failed|task failed)|model materialization panicked"
+    r"|NIXL is not supported in stub mode"
+)
+
+
+class FrontendCannotServe(LogDiagnosis):
+    """The frontend read a worker's model card but could not build the model's pipeline: named
+    at once, with the frontend's own line, instead of `never_registered` after register_s."""
+
+    starting_only = True
+
+    def check(self, topo: LaunchedTopology) -> TopologyFailure | None:
+        if not topo.due("frontend-log-scan", LOG_SCAN_S) or "frontend" not in topo.roles.known:
+            return None
+        text = tail(topo.roles.log_path("frontend"), 400)
+        line = next((ln for ln in text.splitlines() if FRONTEND_MODEL_FAILED.search(ln)), None)
+        if line is None:
+            return None
+        return topo.failure(
+            Cause.NEVER_REGISTERED,
+            f"the frontend cannot serve the model its workers registered: {line.strip()[:400]}",
+            role="frontend",
+            log_tail=text,
+        )
+
+
 class LauncherExited(LogDiagnosis):
     """The launcher script itself exited (before or after ready)."""
 
@@ -149,5 +188,6 @@ class LauncherExited(LogDiagnosis):
 
 
 DIAGNOSES: tuple[LogDiagnosis, ...] = (
-    AdapterRefused(), RoleExited(), RoleNotStarted(), HealthServerNotBound(), LauncherExited(),
+    AdapterRefused(), RoleExited(), RoleNotStarted(), HealthServerNotBound(),
+    FrontendCannotServe(), LauncherExited(),
 )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,11 +12,13 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.core.secrets import redact_env, scrub_text
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
-from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource, adapter_env
+from harness.profiles.launcher_files import text_with_used_files
+from harness.profiles.launcher_ports import launcher_port_vars
+from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, DynamoSource
 from harness.runtime.launch_env import launcher_env
 
 EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
-FRONTEND_PORT = "DYN_HTTP_PORT"
+FRONTEND_PORT = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,7 @@ class LaunchPlan:
     env: Mapping[str, str] = field(repr=False)
     frontend: str | None = None  # target mode: the deployed frontend's URL
     dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
-    # False for a checkout's launcher on the GPU tier: it runs as is there, `tcp://*` KV-event
-    # publishers included, so "everything listens on 127.0.0.1" cannot be asked of it.
+    # False where the profile says why a role must listen on every interface (not_loopback).
     loopback_only: bool = True
 
     @property
@@ -118,16 +120,32 @@ class LaunchPlan:
         }
 
 
-def port_names(profile: Profile) -> list[str]:
-    """Every port the launcher reads: frontend, one per worker, side ports, the event broker."""
-    names = [FRONTEND_PORT, *(r.health_port for r in profile.worker_roles if r.health_port)]
-    return [*names, *profile.side_ports, *EVENT_BROKER_PORTS]
+def launcher_script(profile: Profile, source: DynamoSource | None, root: Path = REPO_ROOT) -> Path:
+    """The launcher a profile runs: upstream's, from the checkout under test, where it holds it
+    (--dynamo-src); else ours."""
+    if source is not None and profile.upstream_launcher:
+        script = source.root / profile.upstream_launcher
+        if script.is_file():
+            return script
+    return root / profile.launcher
+
+
+def port_names(
+    profile: Profile, source: DynamoSource | None = None, root: Path = REPO_ROOT
+) -> list[str]:
+    """Every port the launcher reads (harness/profiles/launcher_ports.py), each role's health
+    port, the frontend's and the event broker's."""
+    read = launcher_port_vars(text_with_used_files(launcher_script(profile, source, root)))
+    health = [r.health_port for r in profile.worker_roles if r.health_port]
+    return list(dict.fromkeys([FRONTEND_PORT, *health, *read, *EVENT_BROKER_PORTS]))
 
 
 def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """As upstream's tests invoke a launcher: the profile's model first, then the layout and the
+    case's flags."""
     spec = profile.tier(tier)
     assert spec is not None
-    return [*spec.launcher_args, *case.launcher_args]
+    return ["--model", profile.model.gpu, *spec.launcher_args, *case.launcher_args]
 
 
 def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
@@ -135,35 +153,37 @@ def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
     (e.g. `epd` and `epd_video` run on the same E/P/D launch)."""
     spec = profile.tier(tier)
     assert spec is not None
+    source = DynamoSource.from_env()
     key = {
-        "launcher": profile.launcher,
+        "launcher": str(launcher_script(profile, source)),
         "args": launcher_args(profile, tier, case),
         "env": {**profile.env, **spec.env},
         "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
         "tier": tier,
         "roles": [r.model_dump() for r in profile.roles],
-        "side_ports": profile.side_ports,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return f"{Path(profile.launcher).stem}-{tier}-{digest}"
 
 
-def checkout_script(profile: Profile, source: DynamoSource | None) -> Path:
-    """Where a `dynamo-src:` profile's launcher is in the checkout under test."""
-    if source is None:
-        raise ValueError(f"{profile.source}: launcher {profile.launcher} is a Dynamo "
-                         "checkout's: give --dynamo-src PATH")  # fmt: skip
-    return source.root / (profile.dynamo_src_script or "")
-
-
-def checkout_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[str, str]:
-    """What a checkout's launcher gets besides ours: the role adapter's settings and, from the
-    memory plan, upstream's one KV-cache override (gpu_utils.sh sizes prefill and decode by it)."""
+def adapter_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[str, str]:
+    """What the role adapter (harness/runtime/role_adapter.py) reads: the real interpreter, which
+    role each health-port variable names, the profile's model and its tiny checkpoint, the
+    device leased for each GPU position, and upstream's managed-ports switch (a missing port is
+    then an error, not a default)."""
     role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
-    extra = adapter_env(role_ports, model)
-    planned = [int(v) for k, v in env.items() if k.startswith("HARNESS_KV_BYTES_")]
-    if planned:
-        extra["_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES"] = str(max(planned))
+    extra = {
+        "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
+        "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
+        "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
+        "HARNESS_ROLE_PORTS": json.dumps(role_ports),
+        "HARNESS_PROFILE": profile.name,
+        "HARNESS_PROFILE_MODEL": profile.model.gpu,
+        "HARNESS_CPU_MODEL": model,
+        "DYN_MANAGED_PORTS": "1",
+    }
+    if env.get("HARNESS_DEVICE") != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
+        extra["HARNESS_GPUS"] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
     return extra
 
 
@@ -189,28 +209,25 @@ def resolve(
     spec = profile.tier(tier)
     if spec is None:
         raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
-    missing = [n for n in port_names(profile) if n not in ports]
+    source = DynamoSource.from_env(base_env)
+    missing = [n for n in port_names(profile, source, root) if n not in ports]
     if missing:
         raise ValueError(f"profile {profile.name}: no port leased for {missing}")
     served = profile.model.gpu
-    source = DynamoSource.from_env(base_env)
     env = launcher_env(tier=tier, model=model, served_model_name=served, ports=ports,
                        scratch_dir=scratch_dir, log_dir=run_dir / "logs",
                        extra={**profile.env, **spec.env}, marker_env=marker_env,
                        base=base_env)  # fmt: skip
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
-    launcher, args = root / profile.launcher, launcher_args(profile, tier, case)
-    script = profile.dynamo_src_script
-    if script is not None:
-        launcher, args = CHECKOUT_LAUNCHER, [str(checkout_script(profile, source)), *args]
-        env.update(checkout_env(profile, model, env))
+    env.update(adapter_env(profile, model, env))
+    launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
+    if launcher != root / profile.launcher:  # the checkout's own
+        launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
     return LaunchPlan(profile=profile.name, tier=tier, launcher=launcher, args=tuple(args),
                       model=model, served_model_name=served,
                       roles=tuple(_role_plan(r, ports) for r in profile.roles),
                       ports=dict(ports), run_dir=run_dir, scratch_dir=scratch_dir,
                       budget=spec.budget, topology_id=topology_id,
                       signature=launch_signature(profile, tier, case), env=env,
-                      dynamo_src=source,
-                      loopback_only=not (script is not None and tier == "gpu")
-                      and profile.not_loopback is None)  # fmt: skip
+                      dynamo_src=source, loopback_only=profile.not_loopback is None)  # fmt: skip

@@ -3,7 +3,6 @@ selection: `--ids`, baselines pulled back in, `--shard`, the run order."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,12 @@ from harness.profiles.marks import mark_names
 from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
 from harness.resources.memory_plan import GIB, plan_memory
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
 from harness.runtime.plan import launcher_args
 from harness.runtime.target import TargetSpec
 from harness.suite.baseline_selection import pull_in
 from harness.suite.case_order import order_key, recorded_durations
 from harness.suite.options import session_of
-from harness.suite.serve_case import ServeCase, one_per_id
+from harness.suite.serve_case import ServeCase
 from harness.suite.shards import Shard, ShardPlan, plan_shards, write_manifest
 
 DESELECTED = pytest.StashKey[list[pytest.Item]]()
@@ -36,7 +34,7 @@ def serve_cases(config: pytest.Config) -> list[ServeCase]:
     tier = session_of(config).tier
     profiles = load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
     cases = [ServeCase(p, c, tier) for p in profiles for c in p.cases]
-    return one_per_id(cases, bool(os.environ.get(DYNAMO_SRC_ENV)))
+    return cases
 
 
 def xdist_group_name(sc: ServeCase) -> str:

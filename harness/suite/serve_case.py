@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_leases import GpuUnavailable, shortfall
 from harness.resources.memory_plan import plan_memory
 from harness.resources.tier import missing_engine
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
 from harness.runtime.generate_counter import WorkerCounters, prompt_tokens_ran, requests_of
 from harness.runtime.plan import launch_signature
 from harness.runtime.served import ServedTopology
@@ -64,9 +62,6 @@ class ServeCase:
     def skip_reason(self, inventory: GpuInventory | None) -> str | None:
         """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers
         (None: judge only what no machine could change)."""
-        if self.profile.dynamo_src_script and not os.environ.get(DYNAMO_SRC_ENV):
-            return (f"runs {self.profile.dynamo_src_script} of a Dynamo checkout: give "
-                    "--dynamo-src PATH (or HARNESS_DYNAMO_SRC)")  # fmt: skip
         if self.tier == "cpu":
             if self.profile.cpu is None:
                 return f"GPU tier only: {self.profile.cpu_skip}"
@@ -216,26 +211,12 @@ def judge_path(
     return result.detail
 
 
-def one_per_id(cases: list[ServeCase], dynamo_src: bool) -> list[ServeCase]:
-    """Where a `dynamo-src:` profile carries the id of one of ours, one of the two runs: the
-    checkout's launcher with --dynamo-src, ours without (ids without a twin all stay)."""
-    twins = {sc.test_id for sc in cases if sc.profile.dynamo_src_script} & {
-        sc.test_id for sc in cases if not sc.profile.dynamo_src_script
-    }
-    return [
-        sc
-        for sc in cases
-        if sc.test_id not in twins or bool(sc.profile.dynamo_src_script) == dynamo_src
-    ]
-
-
 def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:
     """The cases `pytest -m <cadence>` runs on `tier`, in file order, less those no machine
     could run (what `--shard` splits)."""
     cases = [ServeCase(p, c, tier) for p in profiles for c in p.cases]
-    chosen = one_per_id(cases, bool(os.environ.get(DYNAMO_SRC_ENV)))
     return [
         sc
-        for sc in chosen
+        for sc in cases
         if cadence in cadence_marks(sc.profile, tier, sc.case) and not sc.skip_reason(None)
     ]

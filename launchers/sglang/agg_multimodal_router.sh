@@ -6,7 +6,7 @@
 # Usage: agg_multimodal_router.sh [--single-gpu]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
+
 FRONTEND_ARGS=(--router-mode kv --kv-cache-block-size 16)
 begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
@@ -21,11 +21,11 @@ kv_events() {
 router_worker() {
   local role=$1 system_port=$2 nccl_port=$3 events_port=$4 device=$5
   DYN_SYSTEM_PORT=$system_port CUDA_VISIBLE_DEVICES=$(gpu_for "$device") \
-    start_role "$role" "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
-    --served-model-name "$SERVED_MODEL_NAME" --frontend-decoding --page-size 16 --tp-size 1 \
+    start_role "$role" python3 -m dynamo.sglang --model-path "$MODEL" \
+    --frontend-decoding --page-size 16 --tp-size 1 \
     --trust-remote-code --enable-metrics --disable-piecewise-cuda-graph \
     --nccl-port "$nccl_port" --kv-events-config "$(kv_events "$events_port")" \
-    $(sglang_engine_args "$LAYOUT" "$role" 0.4)
+    $(sglang_engine_args "$LAYOUT" 0.4)
 }
 
 router_worker worker1 "$(port DYN_SYSTEM_PORT1 8081)" "$(port SGLANG_NCCL_PORT1 29501)" \

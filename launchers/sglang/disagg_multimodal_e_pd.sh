@@ -5,7 +5,7 @@
 #        [--multimodal-embedding-cache-capacity-gb GB]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
+
 begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 CHAT_TEMPLATE=${SGLANG_CHAT_TEMPLATE:-qwen2-vl}
 # As upstream multimodal_epd.sh: nixl-read next to SGLang's NIXL backend; the frontend-decoding
@@ -17,17 +17,17 @@ EMBEDDING_MODE=nixl-read
 # (dynamo/sglang/init_multimodal.py: runtime.set_health_status(True)); /health 200 = servable.
 # --frontend-decoding goes to this worker only (Dynamo rejects it on --dedicated-mm-encoder).
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
-  start_role encode "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
-  --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal --disaggregation-mode encode \
+  start_role encode python3 -m dynamo.sglang --model-path "$MODEL" \
+  --enable-multimodal --disaggregation-mode encode \
   --chat-template "$CHAT_TEMPLATE" --skip-tokenizer-init \
   --embedding-transfer-mode "$EMBEDDING_MODE" "${FRONTEND_DECODING[@]}" "${MM_EMBEDDING_CACHE[@]}"
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) \
-  start_role pd "$PYTHON" -m dynamo.sglang --model-path "$MODEL" \
-  --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal --dedicated-mm-encoder \
+  start_role pd python3 -m dynamo.sglang --model-path "$MODEL" \
+  --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode pd --page-size 16 --tp-size 1 --trust-remote-code \
   --skip-tokenizer-init --disable-radix-cache --disaggregation-transfer-backend nixl \
   --embedding-transfer-mode "$EMBEDDING_MODE" --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" \
-  $(sglang_engine_args "$LAYOUT" pd 0.8)
+  $(sglang_engine_args "$LAYOUT" 0.8)
 
 wait_any_exit

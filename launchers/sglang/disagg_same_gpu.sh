@@ -6,7 +6,7 @@
 # Usage: disagg_same_gpu.sh [--single-gpu]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-require_gpu_tier "SGLang ships CUDA-only wheels; its topologies run on the GPU tier only"
+
 begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
 
 # disagg_worker ROLE SYSTEM_PORT NCCL_PORT DEVICE [FLAGS...]: --host is where a worker serves
@@ -17,10 +17,10 @@ disagg_worker() {
   local role=$1 system_port=$2 nccl_port=$3 device=$4
   shift 4
   DYN_SYSTEM_PORT=$system_port CUDA_VISIBLE_DEVICES=$(gpu_for "$device") \
-    start_role "$role" "$PYTHON" -m dynamo.sglang --enable-multimodal --model-path "$MODEL" \
-    --served-model-name "$SERVED_MODEL_NAME" --page-size 16 --tp-size 1 --trust-remote-code \
+    start_role "$role" python3 -m dynamo.sglang --enable-multimodal --model-path "$MODEL" \
+    --page-size 16 --tp-size 1 --trust-remote-code \
     --disaggregation-mode "$role" --host 127.0.0.1 --disaggregation-transfer-backend nixl \
-    --enable-metrics --nccl-port "$nccl_port" $(sglang_engine_args "$LAYOUT" "$role" 0.4) "$@"
+    --enable-metrics --nccl-port "$nccl_port" $(sglang_engine_args "$LAYOUT" 0.4) "$@"
 }
 
 disagg_worker prefill "$(port DYN_SYSTEM_PORT1 8081)" "$(port SGLANG_NCCL_PORT1 29501)" 0 \

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Aggregated multimodal: frontend + one dynamo.vllm worker that encodes, prefills and decodes.
-# Usage: agg_multimodal.sh [--single-gpu] [--frontend-decoding]
+# Upstream: examples/backends/vllm/launch/agg_multimodal.sh.
+# Usage: agg_multimodal.sh [--model ID] [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-begin_topology "$@"  # layout flags, MODEL defaults, event broker, frontend
+begin_topology "$@"  # --model and layout flags, event broker, frontend
+
+MEM=(--gpu-memory-utilization 0.85)
+[[ $LAYOUT == single-gpu ]] && MEM=(--enforce-eager --gpu-memory-utilization 0.85 --max-model-len 4096)
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
-  start_role worker "$PYTHON" -m dynamo.vllm --model "$MODEL" \
-  --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \
-  $(engine_args "$LAYOUT" worker 0.85) "${FRONTEND_DECODING[@]}"
+  start_role worker python3 -m dynamo.vllm --model "$MODEL" --enable-multimodal "${MEM[@]}" \
+  "${FRONTEND_DECODING[@]}"
 
 wait_any_exit
