@@ -16,6 +16,7 @@ from harness.profiles import CaseSpec, Profile, Tier
 from harness.resources.gpu_slot import take_gpus
 from harness.resources.models import model_for
 from harness.resources.ports import PortRegistry
+from harness.runtime.dynamo_src import DynamoSource
 from harness.runtime.launched import LaunchedTopology
 from harness.runtime.plan import port_names, resolve
 
@@ -44,7 +45,7 @@ def launch(
     gpus = take_gpus(profile, tag) if tier == "gpu" else None
     if gpus is not None:
         base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
-    lease = registry.lease(port_names(profile), tag=tag)
+    lease = registry.lease(port_names(profile, DynamoSource.from_env(base_env)), tag=tag)
 
     def release() -> None:
         lease.release()

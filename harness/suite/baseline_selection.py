@@ -3,7 +3,8 @@ with (`cpu.same_as`) are pulled back in when `-k`/`-m` deselected them.
 
 Example: `-k epd` selects the E/P/D cases, whose image answers must equal E/PD's and whose video
 answers must equal agg's; the E/PD and agg cases that give those answers are pulled back in and
-reported as such, instead of four cases failing with "no e_pd baseline recorded".
+reported as such, instead of four cases failing with "no e_pd baseline recorded"; E/PD's own
+answers must equal agg's, so its agg case comes too.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def given(sc: ServeCase) -> set[Key]:
 
 def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> list[ServeCase]:
     """The deselected cases that give a baseline some selected case needs and no selected case
-    of another launch gives (a baseline from the same launch does not count)."""
+    of another launch gives (a baseline from the same launch does not count), transitively: a
+    pulled-in case brings its own baselines (E/P/D pulls in E/PD, which pulls in agg)."""
     pulled: list[ServeCase] = []
-    for consumer in selected:
+    consumers = list(selected)
+    for consumer in consumers:  # grows as cases are pulled in
         for key in sorted(needed(consumer)):
             providers = [*selected, *pulled]
             if any(key in given(p) and p.signature != consumer.signature for p in providers):
@@ -55,4 +58,5 @@ def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> l
             )  # fmt: skip
             if match is not None and match not in pulled:
                 pulled.append(match)
+                consumers.append(match)
     return pulled

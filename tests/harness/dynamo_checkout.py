@@ -1,9 +1,12 @@
 """A Dynamo checkout in upstream's layout, built in a temp dir without network: the installed
 `dynamo.vllm` and `dynamo.frontend` packages copied under `components/src/dynamo/` with one
 deliberate change each (an import-time line the suite can see in every role's log), the
-installed runtime pinned in pyproject.toml, and launchers in upstream's style (examples/common
-helpers sourced relative to the script, `python -m dynamo.*` by name, `dyn_port` managed ports,
-GPU flags, `tcp://*` KV-event publishers, `trap 'kill 0' EXIT`)."""
+installed runtime pinned in pyproject.toml, and an E/P/D launcher in upstream's style in either of
+its port contracts (`dyn_port` managed ports, or upstream main's per-role variables with fixed
+fallbacks), with examples/common helpers sourced relative to the script (print_launch_banner,
+build_vllm_gpu_mem_args), `python -m dynamo.*` by name, LLaVA as its default model (the profile's
+is Qwen3-VL: `--model` must win), GPU flags, `tcp://*` KV-event publishers, `--frontend-decoding`
+to every worker, `trap 'kill 0' EXIT`)."""
 
 from __future__ import annotations
 
@@ -31,7 +34,16 @@ dyn_port() {
   echo "${value:-$3}"
 }
 
-dynamo_reap_and_exit() { trap '' TERM INT; kill -TERM 0; wait; exit "$1"; }
+print_launch_banner() {
+  while [[ "${1:-}" == --* ]]; do shift; done
+  echo "=========================================="
+  echo "$1"
+  echo "Model:       $2"
+  echo "Frontend:    http://localhost:$3"
+  echo "=========================================="
+}
+
+dynamo_reap_and_exit() { trap '' TERM INT; kill -TERM 0 2>/dev/null || true; wait; exit "$1"; }
 
 wait_any_exit() {
   trap 'dynamo_reap_and_exit 0' TERM INT
@@ -42,13 +54,23 @@ wait_any_exit() {
 }
 """
 
-EPD_SCRIPT = r"""#!/bin/bash
-# E/P/D multimodal: frontend, encode, prefill, decode (upstream's style).
+GPU_UTILS = r"""# GPU memory helpers in the style of upstream examples/common/gpu_utils.sh
+build_vllm_gpu_mem_args() {
+  if [[ -n "${_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES:-}" ]]; then
+    echo "--kv-cache-memory-bytes $_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES \
+  --gpu-memory-utilization 0.01"
+  fi
+}
+"""
+
+# The newer port contract: upstream's port-isolation change (dyn_port, DYN_MANAGED_PORTS).
+DYN_PORT_EPD = r"""#!/bin/bash
+# E/P/D multimodal: frontend, encode, prefill, decode (upstream's style, dyn_port contract).
 set -e
 trap 'echo Cleaning up...; kill 0' EXIT
 SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
 source "$SCRIPT_DIR/../../../common/launch_utils.sh"
-MODEL_NAME="Qwen/Qwen3-VL-2B-Instruct"
+MODEL_NAME="llava-hf/llava-1.5-7b-hf"
 EXTRA_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -67,7 +89,7 @@ ENCODE_ENV
 DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 1 8081) \
 VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 1 20097) \
 CUDA_VISIBLE_DEVICES=0 \
-python -m dynamo.vllm --enable-multimodal --disaggregation-mode encode --model $MODEL_NAME \
+python -m dynamo.vllm --enable-multimodal --disaggregation-mode encode --model ENCODE_MODEL \
   --gpu-memory-utilization 0.1 $EXTRA_ARGS ENCODE_EXTRA --kv-transfer-config "$KV_TRANSFER_CONFIG" \
   --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 1 20080)")" &
 
@@ -88,15 +110,89 @@ CUDA_VISIBLE_DEVICES=0 python -m dynamo.vllm --disaggregation-mode decode --enab
 echo "All components started. Waiting for initialization..."
 wait_any_exit
 """
+
+# The older contract, still upstream main's E/P/D launcher: ${VAR:-fallback} per role, fixed
+# fallbacks, print_launch_banner, build_vllm_gpu_mem_args, --frontend-decoding to every worker.
+ROLE_VARS_EPD = r"""#!/bin/bash
+# E/P/D multimodal (upstream main's style: per-role port variables with fixed fallbacks).
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../common/gpu_utils.sh"
+source "$SCRIPT_DIR/../../../common/launch_utils.sh"
+export DYN_REQUEST_PLANE=tcp
+MODEL_NAME="llava-hf/llava-1.5-7b-hf"
+FRONTEND_DECODING=false
+SINGLE_GPU=false
+KV_TRANSFER_CONFIG="{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"kv_lease_duration\":${DYN_VLLM_KV_LEASE_DURATION:-100}}}"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL_NAME=$2; shift 2 ;;
+    --single-gpu) SINGLE_GPU=true; shift ;;
+    --frontend-decoding) FRONTEND_DECODING=true; shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+HTTP_PORT="${DYN_HTTP_PORT:-8000}"
+print_launch_banner \
+  --multimodal "Launching Disaggregated Multimodal E/P/D" "$MODEL_NAME" "$HTTP_PORT"
+python -m dynamo.frontend &
+unset DYN_SYSTEM_PORT
+kv_ev() { echo "{\"publisher\":\"zmq\",\"topic\":\"kv-events\",\"endpoint\":\"tcp://*:$1\"}"; }
+EXTRA_ARGS=""
+if [[ "$SINGLE_GPU" == "true" ]]; then EXTRA_ARGS="--enforce-eager"; fi
+if [[ "$FRONTEND_DECODING" == "true" ]]; then EXTRA_ARGS="$EXTRA_ARGS --frontend-decoding"; fi
+PD_GPU_MEM_ARGS=$(build_vllm_gpu_mem_args)
+[[ -n "$PD_GPU_MEM_ARGS" ]] || PD_GPU_MEM_ARGS="--gpu-memory-utilization 0.4"
+VLLM_NIXL_SIDE_CHANNEL_PORT_ENCODE=${VLLM_NIXL_SIDE_CHANNEL_PORT_ENCODE:-20097}
+VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL=${VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL:-20098}
+VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE=${VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE:-20099}
+VLLM_ZMQ_PORT_ENCODE=${VLLM_ZMQ_PORT_ENCODE:-20080}
+VLLM_ZMQ_PORT_PREFILL=${VLLM_ZMQ_PORT_PREFILL:-20081}
+VLLM_ZMQ_PORT_DECODE=${VLLM_ZMQ_PORT_DECODE:-20082}
+
+ENCODE_ENV
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT1:-8081} \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$VLLM_NIXL_SIDE_CHANNEL_PORT_ENCODE \
+CUDA_VISIBLE_DEVICES=0 \
+python -m dynamo.vllm --enable-multimodal --disaggregation-mode encode --model ENCODE_MODEL \
+  --gpu-memory-utilization 0.1 $EXTRA_ARGS ENCODE_EXTRA \
+  --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_ev "${VLLM_ZMQ_PORT_ENCODE}")" &
+
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT2:-8082} \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL \
+CUDA_VISIBLE_DEVICES=0 python -m dynamo.vllm --route-to-encoder --disaggregation-mode prefill \
+  --enable-multimodal --enable-mm-embeds --model $MODEL_NAME $PD_GPU_MEM_ARGS $EXTRA_ARGS \
+  --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_ev "${VLLM_ZMQ_PORT_PREFILL}")" &
+
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT3:-8083} \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE \
+CUDA_VISIBLE_DEVICES=0 python -m dynamo.vllm  --disaggregation-mode decode --enable-multimodal \
+  --enable-mm-embeds --model $MODEL_NAME $PD_GPU_MEM_ARGS $EXTRA_ARGS \
+  --kv-transfer-config "$KV_TRANSFER_CONFIG" \
+  --kv-events-config "$(kv_ev "${VLLM_ZMQ_PORT_DECODE}")" &
+
+echo "All components started. Waiting for initialization..."
+wait_any_exit
+"""
+CONTRACTS = {"dyn_port": DYN_PORT_EPD, "role_vars": ROLE_VARS_EPD}
 HEALTH_ENV = "export DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'  # encode: no payload"
 
 
-def epd_launcher(health_source: bool = True, encode_extra: str = "") -> str:
-    """The E/P/D launcher text: its encode worker with or without a health source (the seed
-    defect), with `encode_extra` flags appended to its command."""
+def epd_launcher(
+    health_source: bool = True,
+    encode_extra: str = "",
+    contract: str = "dyn_port",
+    encode_model: str = "$MODEL_NAME",
+) -> str:
+    """An E/P/D launcher text in one of upstream's port contracts: its encode worker with or
+    without a health source (the seed defect), `encode_extra` flags appended to its command,
+    and the model it starts (`$MODEL_NAME`, the launcher's `--model`, unless a test says)."""
     env = HEALTH_ENV if health_source else "# (no health source for the encode worker)"
-    text = EPD_SCRIPT.replace("ENCODE_ENV", env).replace(" ENCODE_EXTRA", f" {encode_extra}")
-    return text.replace("  $EXTRA_ARGS  --kv", "  $EXTRA_ARGS --kv")
+    text = CONTRACTS[contract].replace("ENCODE_ENV", env).replace("ENCODE_MODEL", encode_model)
+    return text.replace(" ENCODE_EXTRA", f" {encode_extra}" if encode_extra else "")
 
 
 def write_launcher(root: Path, text: str, rel: str = EPD) -> Path:
@@ -107,7 +203,13 @@ def write_launcher(root: Path, text: str, rel: str = EPD) -> Path:
     return path
 
 
-def build_checkout(root: Path, health_source: bool = True, encode_extra: str = "") -> Path:
+def build_checkout(
+    root: Path,
+    health_source: bool = True,
+    encode_extra: str = "",
+    contract: str = "dyn_port",
+    encode_model: str = "$MODEL_NAME",
+) -> Path:
     """The checkout at `root` (see the module doc); returns `root`."""
     src = root / "components" / "src" / "dynamo"
     for package in ("vllm", "frontend"):
@@ -123,7 +225,8 @@ def build_checkout(root: Path, health_source: bool = True, encode_extra: str = "
     common = root / "examples" / "common"
     common.mkdir(parents=True)
     (common / "launch_utils.sh").write_text(LAUNCH_UTILS)
-    write_launcher(root, epd_launcher(health_source, encode_extra))
+    (common / "gpu_utils.sh").write_text(GPU_UTILS)
+    write_launcher(root, epd_launcher(health_source, encode_extra, contract, encode_model))
     return root
 
 

@@ -18,7 +18,7 @@ def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> N
     selected = [sc for sc in CASES if "epd" in sc.test_id]
     rest = [sc for sc in CASES if sc not in selected]
     assert [sc.test_id for sc in pull_in(selected, rest)] == [
-        "mm_e_pd_qwen3-vl-2b", "mm_agg_video_qwen3-vl-2b"
+        "mm_e_pd_qwen3-vl-2b", "mm_agg_video_qwen3-vl-2b", "mm_agg_qwen3-vl-2b"
     ]  # fmt: skip
     assert pull_in(CASES, []) == []  # a full selection already holds every baseline
 
@@ -27,7 +27,10 @@ def test_a_baseline_from_the_same_launch_does_not_count() -> None:
     """E/PD's frontend-decoding case is judged against the plain E/PD launch, never itself."""
     fd = next(sc for sc in CASES if sc.test_id == "mm_e_pd_qwen3-vl-2b_b64_frontend_decoding")
     rest = [sc for sc in CASES if sc is not fd]
-    assert [sc.test_id for sc in pull_in([fd], rest)] == ["mm_e_pd_qwen3-vl-2b"]
+    assert [sc.test_id for sc in pull_in([fd], rest)] == [
+        "mm_e_pd_qwen3-vl-2b",
+        "mm_agg_qwen3-vl-2b",
+    ]
 
 
 def test_collection_reports_what_it_pulled_in() -> None:
@@ -38,8 +41,10 @@ def test_collection_reports_what_it_pulled_in() -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_serve[mm_e_pd_qwen3-vl-2b]" in run.stdout
-    assert ("serve-harness pulled in 2 baseline case(s) the selection left out: "
-            "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b") in run.stdout  # fmt: skip
+    pulled = "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b, mm_agg_qwen3-vl-2b"
+    assert f"serve-harness pulled in 3 baseline case(s) the selection left out: {pulled}" in (
+        run.stdout
+    )
 
 
 def collect(*args: str, path: str = "tests/serve") -> subprocess.CompletedProcess[str]:
@@ -55,8 +60,11 @@ def test_ids_select_exactly_those_cases_and_pull_in_their_baselines() -> None:
     run = collect("--ids", "mm_epd_qwen3-vl-2b, mm_agg_llava-1.5-7b")
     assert run.returncode == 0, run.stdout + run.stderr
     collected = [line.split("[")[1].rstrip("]") for line in run.stdout.splitlines() if "[" in line]
-    assert sorted(collected) == ["mm_agg_llava-1.5-7b", "mm_e_pd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b"]
-    assert "pulled in 1 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b" in run.stdout
+    assert sorted(collected) == [
+        "mm_agg_llava-1.5-7b", "mm_agg_qwen3-vl-2b", "mm_e_pd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b"
+    ]  # fmt: skip
+    assert ("pulled in 2 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b, "
+            "mm_agg_qwen3-vl-2b") in run.stdout  # fmt: skip
 
 
 def test_ids_leave_out_the_harness_tests_beside_them() -> None:
@@ -71,3 +79,20 @@ def test_an_id_outside_the_selection_is_a_usage_error() -> None:
     run = collect("-m", "pre_merge", "--ids", "mm_epd_llava-1.5-7b")
     assert run.returncode == 4
     assert "--ids: mm_epd_llava-1.5-7b not among the selected serve cases" in run.stderr
+
+
+def test_each_shipped_id_alone_brings_every_baseline_it_needs_transitively() -> None:
+    """Selecting any one CPU id runs it with every case whose answers it (or a case pulled in
+    for it) is compared with: no pulled-in case can fail for want of a baseline."""
+    from harness.suite.baseline_selection import given, needed
+
+    runnable = [sc for sc in CASES if not sc.skip_reason(None)]
+    for sc in runnable:
+        rest = [other for other in runnable if other is not sc]
+        chosen = [sc, *pull_in([sc], rest)]
+        for consumer in chosen:
+            for key in needed(consumer):
+                ran = [c.test_id for c in chosen]
+                assert any(key in given(p) and p.signature != consumer.signature for p in chosen), (
+                    f"{sc.test_id}: {consumer.test_id} needs {key[2]}, not in {ran}"
+                )

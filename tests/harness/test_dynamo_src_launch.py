@@ -1,9 +1,11 @@
 """The user's Dynamo as the system under test, for real on the CPU tier: a checkout in upstream's
 layout (tests/harness/dynamo_checkout.py) whose own E/P/D launcher runs unmodified through the
-role adapter, with the shipped `dynamo-src:` profile. (a) the checkout's change runs in every
-role; (b) its encode worker without a health source fails no_health_source naming encode and
-passes with one: test_validate_checkout.py runs both sides; (c) a flag the CPU tier cannot map is
-refused, naming it and the role; (d) nothing is left running or listening after any of them."""
+role adapter in place of ours. (a) the checkout's change runs in every role, in upstream main's
+port contract (per-role variables, LLaVA as the launcher's default model); (b) its encode worker
+without a health source fails no_health_source naming encode and passes with one:
+test_validate_checkout.py runs both sides in both contracts; (c) a flag the CPU tier cannot map,
+and a role that starts another model than the profile's, are refused, naming the role; (d) nothing
+is left running or listening after any of them."""
 
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ from tests.harness.dynamo_checkout import PROBE, build_checkout
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
-PROFILE = load_profile(REPO_ROOT / "profiles" / "dynamo-src" / "vllm" / "epd_qwen3-vl-2b.yaml",
-                       REPO_ROOT)  # fmt: skip
+PROFILE = load_profile(REPO_ROOT / "tests" / "harness" / "profiles" / "checkout" /
+                       "epd_qwen3-vl-2b.yaml", REPO_ROOT)  # fmt: skip
 
 
 def nothing_left(topology_id: str, ports: list[int]) -> None:
@@ -50,7 +52,7 @@ def launch_failure(monkeypatch: pytest.MonkeyPatch, checkout: Path) -> TopologyF
 def test_the_checkouts_launcher_and_code_run_in_every_role(
     tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checkout = build_checkout(tmp_path / "dynamo")
+    checkout = build_checkout(tmp_path / "dynamo", contract="role_vars")
     monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
     sc = ServeCase(PROFILE, PROFILE.cases[0], "cpu")
     assert sc.skip_reason(None) is None
@@ -76,6 +78,8 @@ def test_the_checkouts_launcher_and_code_run_in_every_role(
     assert len(workers) >= 3 and all(str(checkout) in r["dynamo.vllm"] for r in workers)
     rewrites = (logs / "encode.adapter.json").read_text()
     assert "kv_buffer_device -> cpu" in rewrites and "-> ipc://" in rewrites
+    # the launcher's default is LLaVA; `--model` (as upstream's tests pass it) chose Qwen3-VL
+    assert "--model Qwen/Qwen3-VL-2B-Instruct -> the tiny checkpoint" in rewrites
 
 
 def test_a_flag_the_cpu_tier_cannot_map_is_refused_by_name(
@@ -85,4 +89,18 @@ def test_a_flag_the_cpu_tier_cannot_map_is_refused_by_name(
     failure = launch_failure(monkeypatch, checkout)
     assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
     assert failure.evidence.role == "encode"
-    assert "cannot run --quantization fp8" in failure.message
+    assert "cannot run it: --quantization fp8" in failure.message
+
+
+def test_a_role_that_starts_another_model_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a silent swap: the encode worker hard-codes LLaVA, whatever `--model` said."""
+    checkout = build_checkout(tmp_path / "dynamo", encode_model="llava-hf/llava-1.5-7b-hf")
+    failure = launch_failure(monkeypatch, checkout)
+    assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
+    assert failure.evidence.role == "encode"
+    assert "starts model 'llava-hf/llava-1.5-7b-hf', not 'Qwen/Qwen3-VL-2B-Instruct'" in (
+        failure.message
+    )
+    assert f"profile {PROFILE.name}" in failure.message

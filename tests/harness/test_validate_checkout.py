@@ -1,6 +1,7 @@
 """`harness validate --dynamo-src PATH --base REF`: the seed's unpatched-versus-patched table for a
-Dynamo checkout, on the CPU tier in minutes: its E/P/D launcher at the base (encode worker with
-no health source) against its branch (with one)."""
+Dynamo checkout, on the CPU tier in minutes, in both of upstream's port contracts: its own E/P/D
+launcher, unmodified, at the base (encode worker with no health source) against its branch (with
+one), for the image-URL id and the b64 + frontend-decoding id."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.core.paths import REPO_ROOT
 from tests.harness.dynamo_checkout import (
     build_checkout,
     commit_all,
@@ -18,13 +20,15 @@ from tests.harness.dynamo_checkout import (
 )
 
 SRC_IDS = ["mm_epd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
+# The shipped E/P/D profile without its E/PD comparison: one launch per id and side.
+CHECKOUT_PROFILES = REPO_ROOT / "tests" / "harness" / "profiles" / "checkout"
 
 
-def seed_checkout(tmp_path: Path) -> Path:
+def seed_checkout(tmp_path: Path, contract: str = "dyn_port") -> Path:
     """A checkout whose last commit gives the encode worker its health source."""
-    checkout = build_checkout(tmp_path / "dynamo", health_source=False)
+    checkout = build_checkout(tmp_path / "dynamo", health_source=False, contract=contract)
     commit_all(checkout, "E/P/D launcher (encode worker without a health source)")
-    write_launcher(checkout, epd_launcher(health_source=True))
+    write_launcher(checkout, epd_launcher(health_source=True, contract=contract))
     commit_all(checkout, "encode worker: DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS")
     return checkout
 
@@ -35,7 +39,9 @@ def test_the_changed_launcher_selects_its_ids(
     checkout = seed_checkout(tmp_path)
     assert main(["validate", "--dynamo-src", str(checkout), "--base", "HEAD~1", "--dry-run"]) == 0
     err = capsys.readouterr().err
-    assert f"2 id(s), {checkout} at HEAD~1 vs now: {', '.join(SRC_IDS)}" in err
+    assert f"{checkout} at HEAD~1 vs now: " in err
+    assert all(tid in err for tid in [*SRC_IDS, "mm_epd_video_qwen3-vl-2b_mixed"])
+    assert "mm_e_pd_qwen3-vl-2b" not in err  # its launcher did not change
     assert main(["validate", "--dynamo-src", str(checkout)]) == 2  # no --base
     assert "--base REF" in capsys.readouterr().err
     assert main(["validate", "--dynamo-src", str(tmp_path), "--base", "HEAD"]) == 2
@@ -44,16 +50,21 @@ def test_the_changed_launcher_selects_its_ids(
 
 @pytest.mark.heavy
 @pytest.mark.vllm
-def test_the_seed_table_for_a_checkout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    checkout = seed_checkout(tmp_path)
+@pytest.mark.parametrize("contract", ["dyn_port", "role_vars"])
+def test_the_seed_table_for_a_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], contract: str
+) -> None:
+    checkout = seed_checkout(tmp_path, contract)
     started = time.monotonic()
     code = main(["validate", "--dynamo-src", str(checkout), "--base", "HEAD~1", "--ids",
-                 SRC_IDS[0], "--results-dir", str(tmp_path / "out")])  # fmt: skip
+                 ",".join(SRC_IDS), "--profiles", str(CHECKOUT_PROFILES), "--results-dir",
+                 str(tmp_path / "out"), "--", "--profiles", str(CHECKOUT_PROFILES)])  # fmt: skip
     took = time.monotonic() - started
     table = capsys.readouterr().out
-    print(f"\n{table}\n(validate took {took:.0f} s)")
+    print(f"\n[{contract}]\n{table}\n(validate took {took:.0f} s)")
     assert code == 0, table
-    [row] = [line for line in table.splitlines() if line.startswith(f"| {SRC_IDS[0]} | failed")]
-    assert "| passed |" in row and "no_health_source: worker 'encode'" in row
-    assert "fixed" in row
+    for tid in SRC_IDS:
+        [row] = [line for line in table.splitlines() if line.startswith(f"| {tid} | failed")]
+        assert "| passed |" in row and "no_health_source: worker 'encode'" in row, row
+        assert "fixed" in row
     assert (tmp_path / "out" / "validation.md").read_text().strip() == table.strip()
