@@ -10,8 +10,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.paths import REPO_ROOT
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
+from harness.runtime.dynamo_src import DynamoSource
+from harness.runtime.plan import launcher_script
 
 if TYPE_CHECKING:
     from harness.suite.serve_case import CaseRecord, ServeCase
@@ -68,7 +71,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "case": sc.case.suffix or "default",
         "tier": sc.tier,
         "stack": sc.profile.stack,
-        "launcher": sc.profile.launcher,
+        "launcher": launcher_run(sc),
         "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
         "engine": engine_version(sc.profile.stack),
         "outcome": outcome,
@@ -86,3 +89,14 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "checks": list(rec.checks),  # every oracle that passed, one line each
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+
+
+def launcher_run(sc: ServeCase) -> str:
+    """The launcher the case ran: ours, or the checkout's own (`<checkout>:<path>`)."""
+    source = DynamoSource.from_env()
+    if (
+        source is not None
+        and launcher_script(sc.profile, source) != REPO_ROOT / sc.profile.launcher
+    ):
+        return f"{source.root.name}:{sc.profile.upstream_launcher}"
+    return sc.profile.launcher

@@ -142,13 +142,16 @@ gpu_for() {
   if [[ $LAYOUT == single-gpu ]]; then echo 0; else echo "$1"; fi
 }
 
+# dynamo.frontend reads its address from DYN_HTTP_HOST (above) and DYN_HTTP_PORT, as upstream's
+# launchers leave it to.
 start_frontend() {
-  start_role frontend python3 -m dynamo.frontend --http-host 127.0.0.1 \
-    --http-port "$(port DYN_HTTP_PORT 8000)" "${FRONTEND_ARGS[@]}"
+  DYN_HTTP_PORT=$(port DYN_HTTP_PORT 8000) start_role frontend python3 -m dynamo.frontend \
+    "${FRONTEND_ARGS[@]}"
 }
 
-# NIXL KV transfer between prefill and decode, as upstream's launchers configure it.
-KV_TRANSFER_CONFIG='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+# NIXL KV transfer between prefill and decode, as upstream's E/P/D launcher configures it: the
+# lease outlives a slow P->D handoff (DYN_VLLM_KV_LEASE_DURATION, upstream's default 100 s).
+KV_TRANSFER_CONFIG="{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"kv_lease_duration\":${DYN_VLLM_KV_LEASE_DURATION:-100}}}"
 
 # vLLM's KV-event publisher of one worker on PORT, as upstream's launchers write it.
 kv_events_config() {
