@@ -93,19 +93,13 @@ def test_hard_coded_port_is_flagged(tmp_path: Path) -> None:
     assert any("leased port SGLANG_NCCL_PORT1 is consumed by no role" in ln for ln in lines), lines
 
 
-def test_unleased_port_variable_fails_launcher(tmp_path: Path) -> None:
-    """A port the profile does not lease: the launcher dies under HARNESS_MANAGED_PORTS=1."""
-    profile = _copy(tmp_path, "vllm/epd_qwen3-vl-2b.yaml", "vllm/disagg_multimodal_epd.sh", [])
-    raw = yaml.safe_load(profile.read_text())
-    raw["side_ports"] = ["NIXL_SIDE_CHANNEL_PORT1"]
-    profile.write_text(yaml.safe_dump(raw))
+def test_a_port_the_launcher_writes_as_a_number_is_named(tmp_path: Path) -> None:
+    """A port with no variable to move it cannot be leased: the audit names it and its text."""
+    profile = _copy(tmp_path, "vllm/epd_qwen3-vl-2b.yaml", "vllm/disagg_multimodal_epd.sh",
+                    ["s/$(port VLLM_ZMQ_PORT_DECODE 20082)/20082/"])  # fmt: skip
     lines = _lines(profile)
-    want = (
-        "[launcher] exited 2",
-        "NIXL_SIDE_CHANNEL_PORT2 is not set",
-        "add NIXL_SIDE_CHANNEL_PORT2",
-    )
-    assert any(all(w in ln for w in want) for ln in lines), lines
+    assert any("binds port 20082 (tcp://*:20082) with no variable to move it" in ln
+               for ln in lines), lines  # fmt: skip
 
 
 def test_shared_port_is_flagged(tmp_path: Path) -> None:
@@ -113,11 +107,11 @@ def test_shared_port_is_flagged(tmp_path: Path) -> None:
         tmp_path,
         "vllm/epd_qwen3-vl-2b.yaml",
         "vllm/disagg_multimodal_epd.sh",
-        ["s/NIXL_SIDE_CHANNEL_PORT2 20098/NIXL_SIDE_CHANNEL_PORT1 20097/"],
+        ["s/VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE 20099/VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL 20098/"],
     )
     lines = _lines(profile)
-    assert any("[decode,prefill] roles share port NIXL_SIDE_CHANNEL_PORT1" in ln for ln in lines)
-    assert any("NIXL_SIDE_CHANNEL_PORT2 is consumed by no role" in ln for ln in lines), lines
+    want = "[decode,prefill] roles share port VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL"
+    assert any(want in ln for ln in lines), lines
 
 
 @pytest.mark.parametrize(
@@ -208,19 +202,17 @@ def test_a_role_on_another_gpu_than_the_profile_places_it_is_named(tmp_path: Pat
     ), lines
 
 
-def test_gpu_for_past_the_lease_stops_the_launcher(tmp_path: Path) -> None:
-    """A layout that needs more GPUs than leased: the role is not started with no device."""
-    launcher = REPO_ROOT / "launchers/vllm/disagg_multimodal_e_pd.sh"
-    env = {
-        "PATH": "/usr/bin:/bin", "HARNESS_DEVICE": "gpu", "CUDA_VISIBLE_DEVICES": "3",
-        "PYTHON": "/bin/true", "HARNESS_LOG_DIR": str(tmp_path), "DYN_FILE_KV": str(tmp_path),
-    }  # fmt: skip
-    run = subprocess.run(
-        ["bash", str(launcher)], env=env, capture_output=True, text=True, timeout=30
-    )
-    assert run.returncode == 2, run.stderr
-    assert "layout default needs GPU #1; leased: 3" in run.stderr
-    assert "not starting pd: a value the harness must pass is missing" in run.stderr
+def test_a_gpu_position_past_the_lease_is_refused() -> None:
+    """A layout that needs more GPUs than leased: the role adapter refuses the role, naming it,
+    instead of starting it on no device (or the machine's GPU of that number)."""
+    from harness.runtime.role_adapter import Refused, adapt
+
+    env = {"HARNESS_DEVICE": "gpu", "HARNESS_ROLE": "pd", "HARNESS_GPUS": "3",
+           "CUDA_VISIBLE_DEVICES": "1", "HARNESS_PROFILE_MODEL": "m"}  # fmt: skip
+    with pytest.raises(Refused, match="GPU position 1, but the harness leased 1 position"):
+        adapt(["-m", "dynamo.vllm", "--model", "m"], env)
+    ok = adapt(["-m", "dynamo.vllm", "--model", "m"], {**env, "CUDA_VISIBLE_DEVICES": "0"})
+    assert ok.env["CUDA_VISIBLE_DEVICES"] == "3"
 
 
 def test_the_xpu_launch_selects_devices_by_ze_affinity_mask(tmp_path: Path) -> None:

@@ -123,30 +123,31 @@ def test_the_shipped_patch_makes_a_checkout_of_the_installed_wheel(tmp_path: Pat
 
 def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path) -> None:
     """Pure plan: the wrapper with the checkout's script, the adapter's env, upstream's managed
-    ports; the loopback check only where the adapter rebinds (CPU)."""
+    ports, the profile's model first; ours where the checkout lacks upstream's launcher."""
     from harness.audit.capture import fake_ports
     from harness.core.markers import marker_env
     from harness.profiles import load_profile
     from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
     from harness.runtime.plan import resolve
 
-    profile = load_profile(REPO_ROOT / "profiles/dynamo-src/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
+    profile = load_profile(REPO_ROOT / "profiles/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
     source = checkout(tmp_path / "src")
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
     def plan(tier: str, env: dict[str, str] = base) -> object:
-        return resolve(profile, tier, profile.cases[0], ports=fake_ports(profile),  # type: ignore[arg-type]
+        return resolve(profile, tier, profile.cases[0], ports=fake_ports(profile, REPO_ROOT),  # type: ignore[arg-type]
                        run_dir=tmp_path / tier, scratch_dir=tmp_path / "s", model="m",
                        topology_id="t", marker_env=marker_env("t", "s", 1),
                        base_env=env)  # fmt: skip
 
     cpu, gpu = plan("cpu"), plan("gpu")
     assert cpu.launcher == CHECKOUT_LAUNCHER  # type: ignore[attr-defined]
-    assert cpu.args[0] == str(source.root / profile.dynamo_src_script)  # type: ignore[attr-defined]
+    assert cpu.args[0] == str(source.root / str(profile.upstream_launcher))  # type: ignore[attr-defined]
+    assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct")  # type: ignore[attr-defined]
     assert json.loads(cpu.env["HARNESS_ROLE_PORTS"]) == {  # type: ignore[attr-defined]
         "DYN_SYSTEM_PORT1": "encode", "DYN_SYSTEM_PORT2": "prefill", "DYN_SYSTEM_PORT3": "decode"
     }  # fmt: skip
     assert cpu.env["DYN_MANAGED_PORTS"] == "1"  # type: ignore[attr-defined]
-    assert cpu.loopback_only and not gpu.loopback_only  # type: ignore[attr-defined]
-    with pytest.raises(ValueError, match="give --dynamo-src"):
-        plan("cpu", {k: v for k, v in base.items() if k != "HARNESS_DYNAMO_SRC"})
+    assert cpu.loopback_only and gpu.loopback_only  # type: ignore[attr-defined]
+    ours = plan("cpu", {k: v for k, v in base.items() if k != "HARNESS_DYNAMO_SRC"})
+    assert ours.launcher == REPO_ROOT / profile.launcher  # type: ignore[attr-defined]

@@ -24,12 +24,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 FRONTEND_ARGS=(--router-mode round-robin)
 begin_topology "$@"
-DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) start_role twin1 "$PYTHON" -m dynamo.vllm \\
-  --model "$MODEL" --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \\
-  $(engine_args default twin1 0.4)
-DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) start_role twin2 "$PYTHON" -m dynamo.vllm \\
-  --model "$MODEL" --served-model-name "$SERVED_MODEL_NAME" --enable-multimodal \\
-  $(engine_args default twin2 0.4)
+DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) start_role twin1 python3 -m dynamo.vllm \\
+  --model "$MODEL" --enable-multimodal --gpu-memory-utilization 0.4
+DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) start_role twin2 python3 -m dynamo.vllm \\
+  --model "$MODEL" --enable-multimodal --gpu-memory-utilization 0.4
 wait_any_exit
 """
 

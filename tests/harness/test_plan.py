@@ -30,7 +30,8 @@ def plan_for(profile: Profile, tier: str = "cpu", case_index: int = 0, env: dict
 def test_epd_plan_passes_every_port_and_role() -> None:
     plan = plan_for(PROFILES["epd_qwen3-vl-2b"])
     names = ["DYN_HTTP_PORT", "DYN_SYSTEM_PORT1", "DYN_SYSTEM_PORT2", "DYN_SYSTEM_PORT3"]
-    names += ["NIXL_SIDE_CHANNEL_PORT1", "NIXL_SIDE_CHANNEL_PORT2", "ZMQ_XSUB_PORT"]
+    names += ["VLLM_NIXL_SIDE_CHANNEL_PORT_ENCODE", "VLLM_NIXL_SIDE_CHANNEL_PORT_PREFILL"]
+    names += ["VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE", "VLLM_ZMQ_PORT_DECODE", "ZMQ_XSUB_PORT"]
     for name in names:
         assert plan.env[name] == str(plan.ports[name])
     assert [r.name for r in plan.workers] == ["encode", "prefill", "decode"]

@@ -32,16 +32,18 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_profiles_load_with_unique_ids() -> None:
-    """Unique within each kind: a `dynamo-src:` profile may carry one of our ids (with
-    --dynamo-src it runs in its place, suite/serve_case.py one_per_id)."""
     profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
-    for checkout in (False, True):
-        ids = [p.test_id(c) for p in profiles for c in p.cases
-               if (p.dynamo_src_script is not None) == checkout]  # fmt: skip
-        assert len(ids) == len(set(ids))
-        assert "mm_epd_qwen3-vl-2b_b64_frontend_decoding" in ids
-    ours = {p.test_id(c) for p in profiles for c in p.cases if not p.dynamo_src_script}
-    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in ours
+    ids = [p.test_id(c) for p in profiles for c in p.cases]
+    assert len(ids) == len(set(ids))
+    assert "mm_epd_qwen3-vl-2b_b64_frontend_decoding" in ids
+    assert "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding" in ids
+
+
+def test_every_upstream_topology_names_upstreams_launcher() -> None:
+    """With --dynamo-src each of these ids runs the checkout's own launcher (launcher_script)."""
+    profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    missing = [p.name for p in profiles if p.upstream_launcher is None]
+    assert missing == ["epd_xpu_qwen3-vl-2b"]  # ours runs on XPU: upstream's has fixed ports
 
 
 def test_good_profile_and_test_ids(tmp_path: Path) -> None:
