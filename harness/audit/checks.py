@@ -15,6 +15,7 @@ from harness.profiles.launcher_ports import fixed_ports
 from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
+FRONTEND_ENV = "DYN_HTTP_PORT"
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
 UNSET_PORT = re.compile(r"variable (\w+) is not set")
 ENGINES = ("dynamo.vllm", "dynamo.sglang")
@@ -26,6 +27,8 @@ MODEL_FIX = 'pass --model "$MODEL" (--model-path for SGLang)'
 
 def _ports_in(call: Invocation, values: set[int]) -> set[int]:
     used = {int(call.env[k]) for k in BIND_ENV if call.env.get(k, "").isdigit()}
+    if "dynamo.frontend" in call.argv and call.env.get(FRONTEND_ENV, "").isdigit():
+        used.add(int(call.env[FRONTEND_ENV]))  # dynamo.frontend reads it itself
     for token in call.argv:
         used |= {v for v in values if re.search(rf"(?<!\d){v}(?!\d)", token)}
     return used

@@ -23,7 +23,7 @@ _OURS = re.compile(r"\bport\s+([A-Z][A-Z0-9_]*)\s+\d+")
 _FIXED = (
     re.compile(r"--http-port[= ](\d+)\b"),
     re.compile(r"tcp://(?:\*|0\.0\.0\.0):(\d+)\b"),
-    re.compile(r"\b([A-Z][A-Z0-9_]*PORT[A-Z0-9_]*)=(\d+)\b"),
+    re.compile(r"\b([A-Z][A-Z0-9_]*PORT(?:\d+|_[A-Z0-9_]+)?)=(\d+)\b"),
 )
 # dynamo.frontend reads it from the environment itself (upstream's launchers pass no flag).
 FRONTEND_PORT = "DYN_HTTP_PORT"

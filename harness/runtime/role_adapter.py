@@ -118,6 +118,11 @@ class Adapted:
     notes: list[str] = field(default_factory=list)
 
 
+def compact(config: object) -> str:
+    """JSON as launchers write it (no spaces)."""
+    return json.dumps(config, separators=(",", ":"))
+
+
 def flag_name(arg: str) -> str:
     return arg.split("=", 1)[0]
 
@@ -171,7 +176,7 @@ def kv_events_args(pairs: list[tuple[str, str | None]], out: Adapted) -> None:
         config["endpoint"] = kv_events_endpoint(endpoint)
         if config["endpoint"] != endpoint:
             out.notes.append(f"{name}: endpoint {endpoint} -> {config['endpoint']}")
-            pairs[i] = (name, json.dumps(config))
+            pairs[i] = (name, compact(config))
 
 
 def check_model(role: str, module: str, pairs: list[tuple[str, str | None]], env: dict) -> None:
@@ -211,7 +216,7 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
             if config.get("kv_buffer_device") != "cpu":
                 config["kv_buffer_device"] = "cpu"
                 out.notes.append(f"{name}: kv_buffer_device -> cpu")
-            kept.append((name, json.dumps(config)))
+            kept.append((name, compact(config)))
         elif (
             name == "--kv-events-config"
             or (name in KEEP_SWITCHES and value is None)
@@ -294,7 +299,7 @@ def xpu_device(
     for name, value in pairs:
         if name == "--kv-transfer-config":
             config = {**json.loads(value or "{}"), "kv_buffer_device": "xpu"}
-            kept = [(n, json.dumps(config) if n == name else v) for n, v in kept]
+            kept = [(n, compact(config) if n == name else v) for n, v in kept]
     out.notes.append("XPU: ZE_AFFINITY_MASK, --enforce-eager, --block-size 64")
     return kept
 

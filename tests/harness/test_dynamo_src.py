@@ -132,6 +132,9 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
 
     profile = load_profile(REPO_ROOT / "profiles/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
     source = checkout(tmp_path / "src")
+    script = source.root / str(profile.upstream_launcher)
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/bash\n")
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
     def plan(tier: str, env: dict[str, str] = base) -> object:

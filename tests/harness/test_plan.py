@@ -69,7 +69,12 @@ def test_signature_shared_across_profiles_and_split_by_launcher_args() -> None:
 
 def test_gpu_tier_uses_layout_args() -> None:
     plan = plan_for(PROFILES["epd_qwen3-vl-2b"], tier="gpu", case_index=1)
-    assert plan.args == ("--single-gpu", "--frontend-decoding")
+    assert plan.args == (
+        "--model",
+        "Qwen/Qwen3-VL-2B-Instruct",
+        "--single-gpu",
+        "--frontend-decoding",
+    )
     assert plan.env["HARNESS_DEVICE"] == "gpu"
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Frontend + one real Dynamo mocker worker (real worker runtime, stand-in engine), for fault tests.
-# Usage: mocker_topology.sh [--no-health-source] [--exit-launcher CODE] [--frontend-namespace NS]
+# Usage: mocker_topology.sh [--model ID] [--no-health-source] [--exit-launcher CODE] [--frontend-namespace NS]
 #                           [--] [extra dynamo.mocker flags...]
 #   --no-health-source        omit DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS: /health is 503 forever
 #   --exit-launcher CODE      start the roles, then the launcher itself exits with CODE
@@ -14,6 +14,7 @@ HEALTH_ENV=(DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]')
 EXIT_LAUNCHER='' FRONTEND_NS=() FRONTEND_HOST=127.0.0.1 WORKER_FLAGS=()
 while (($#)); do
   case $1 in
+    --model) shift ;;  # the launcher contract's --model ID; the mocker serves $MODEL's directory
     --no-health-source) HEALTH_ENV=() ;;
     --exit-launcher) EXIT_LAUNCHER=$2; shift ;;
     --frontend-namespace) FRONTEND_NS=(--namespace "$2"); shift ;;
