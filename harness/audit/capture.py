@@ -1,10 +1,12 @@
-"""Role-plan capture: run a launcher for real with the recording shim as every engine.
+"""Role-plan capture: run a launcher for real, each role stopped at the role adapter.
 
 The launcher gets the same LaunchPlan env as a real launch (HARNESS_MANAGED_PORTS=1, fixed fake
-ports, the tier's model) except the interpreter the role adapter execs, so every role records
-what it would run instead of starting an engine. SIGTERM is ignored in the launcher's process
-tree: when the first shim exits, wait_any_exit's trap signals the other roles, and a shim still
-starting must not die before it has written its line.
+ports, the tier's model) with the adapter dry: every role's `python3 -m dynamo.<x>` writes the
+adapter's decisions (NAME.adapter.json: the argv and environment the role would run with) and
+exits instead of starting an engine; the audit reads those. Anything else the launcher runs with
+`python3` (the event broker) runs /bin/true. SIGTERM is ignored in the launcher's process tree:
+when the first role exits, wait_any_exit's trap signals the others, and one still starting must
+not die before it has written its record.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from pathlib import Path
 
 from harness.audit.findings import Invocation
 from harness.audit.gpu_env import simulated_gpu_env
-from harness.audit.shim import RECORD_ENV, write_shim
 from harness.core.markers import marker_env
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.runtime.dynamo_src import DynamoSource
 from harness.runtime.plan import LaunchPlan, port_names, resolve
+from harness.runtime.role_adapter import DRY_ENV, REAL_PYTHON_ENV
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
 FAKE_PORT_BASE = 21301
@@ -75,11 +77,7 @@ def _ignore_sigterm() -> None:
 
 
 def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
-    record = work / "calls.jsonl"
-    shim = str(write_shim(work))
-    # Every launcher's `python3` is the role adapter; the shim stands in for the interpreter it
-    # execs, so what is recorded is what the role would run, after the adapter's decisions.
-    env = {**plan.env, "HARNESS_REAL_PYTHON": shim, RECORD_ENV: str(record)}
+    env = {**plan.env, DRY_ENV: "1", REAL_PYTHON_ENV: "/bin/true"}
     capture = Capture(plan)
     try:
         proc = subprocess.run(
@@ -94,19 +92,14 @@ def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
         capture.returncode, capture.stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
         capture.stderr = f"launcher still running after {LAUNCHER_TIMEOUT_S:g} s: {exc.stderr!r}"
-    capture.roles = _roles(record, plan.log_dir)
+    capture.roles = _roles(plan.log_dir)
     return capture
 
 
-def _roles(record: Path, log_dir: Path) -> dict[str, Invocation]:
-    """Map each recorded call to its role by the log file start_role gave it (its stdout);
-    calls whose stdout is not a role log (e.g. `$(…)` helpers) are not roles."""
+def _roles(log_dir: Path) -> dict[str, Invocation]:
+    """Each role's adapter record: the argv it would exec and the environment it would see."""
     roles: dict[str, Invocation] = {}
-    lines = record.read_text().splitlines() if record.exists() else []
-    for line in lines:
-        call = json.loads(line)
-        out = Path(call["stdout"])
-        if out.parent != log_dir or out.suffix != ".log":
-            continue
-        roles[out.stem] = Invocation(out.stem, call["argv"], call["env"], call["pid"])
+    for path in sorted(log_dir.glob("*.adapter.json")):
+        record = json.loads(path.read_text())
+        roles[record["role"]] = Invocation(record["role"], record["exec"], record["seen_env"])
     return roles

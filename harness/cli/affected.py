@@ -27,27 +27,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--tier", choices=["cpu", "gpu"], help="only this tier's cadence")
     parser.add_argument("--nodeids", action="store_true", help="print pytest node ids only")
     parser.add_argument(
+        "--dynamo-src",
+        metavar="PATH",
+        help="the changed files are this Dynamo checkout's (its launchers and Python): the ids "
+        "that run them under --dynamo-src",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit 3 when a changed launcher lacks pre_merge"
     )
     add_profiles_option(parser)
     return parser
 
 
-def git_lines(*args: str) -> list[str]:
+def git_lines(*args: str, repo: Path = REPO_ROOT) -> list[str]:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+            ["git", *args], cwd=repo, capture_output=True, text=True, check=True
         ).stdout
     except subprocess.CalledProcessError as exc:
-        raise CliError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
+        raise CliError(f"git -C {repo} {' '.join(args)} failed: {exc.stderr.strip()}") from None
     return [line for line in out.splitlines() if line]
 
 
-def changed_files(base: str | None) -> list[str]:
-    """Committed since the merge base with `base` (if given), staged, unstaged and untracked."""
-    files = git_lines("diff", "--name-only", f"{base}...HEAD") if base else []
-    files += git_lines("diff", "--name-only", "HEAD")
-    files += git_lines("ls-files", "--others", "--exclude-standard")
+def changed_files(base: str | None, repo: Path = REPO_ROOT) -> list[str]:
+    """Committed since the merge base with `base` (if given), staged, unstaged and untracked,
+    in this repository or a Dynamo checkout."""
+    files = git_lines("diff", "--name-only", f"{base}...HEAD", repo=repo) if base else []
+    files += git_lines("diff", "--name-only", "HEAD", repo=repo)
+    files += git_lines("ls-files", "--others", "--exclude-standard", repo=repo)
     return list(dict.fromkeys(files))
 
 
@@ -88,11 +95,15 @@ def render(report: AffectedReport, nodeids: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.files and args.base:
         raise CliError("give either --base REF or FILE…, not both")
-    files = [repo_relative(f) for f in args.files] if args.files else changed_files(args.base)
+    checkout = Path(args.dynamo_src).resolve() if args.dynamo_src else None
+    if args.files:
+        files = args.files if checkout else [repo_relative(f) for f in args.files]
+    else:
+        files = changed_files(args.base, checkout or REPO_ROOT)
     if not args.files and not args.base:
         print("affected: no --base given: uncommitted and untracked changes only", file=sys.stderr)
     tiers: tuple[Tier, ...] = (args.tier,) if args.tier else ("gpu", "cpu")
-    report = affected(files, profiles_in(args.profiles), launcher_texts(), tiers)
+    report = affected(files, profiles_in(args.profiles), launcher_texts(), tiers, bool(checkout))
     text = render(report, args.nodeids)
     if text:
         print(text)

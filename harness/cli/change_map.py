@@ -9,7 +9,14 @@ Rules (first match wins):
 - any other file under `launchers/` (e.g. `launchers/lib/common.sh`) -> the cases of every
   profile whose launcher uses it: `source`s it, or names it by a path relative to itself
   (`"$(dirname "${BASH_SOURCE[0]}")/zmq_broker.py"`), directly or through another used file;
+- `launchers/lib/dynamo_src_launcher.sh` (runs a checkout's launcher) -> the cases of every
+  profile that names an `upstream_launcher`;
 - anything else (docs, bench, the harness's own tests) -> nothing.
+
+A Dynamo checkout's files map by `checkout_profiles_for`: its launcher -> the profiles naming it
+as their `upstream_launcher` (its `examples/common/` helpers -> all of those); its Python under
+`components/src/dynamo/<package>` -> the profiles of that engine (`vllm`, `sglang`, `trtllm`),
+or every profile for a shared package (`frontend`, `common`, …).
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ EVERYTHING_FILES = (
     "scripts/apply_shims.py",
 )
 LAUNCHERS = "launchers/"
+CHECKOUT_RUNNER = "launchers/lib/dynamo_src_launcher.sh"
+CHECKOUT_PYTHON = "components/src/dynamo/"
+CHECKOUT_HELPERS = "examples/common/"
+ENGINE_PACKAGES = ("vllm", "sglang", "trtllm")
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 PRE_MERGE = "pre_merge"
 
@@ -55,9 +66,23 @@ def profiles_for(path: str, profiles: list[Profile], uses: Mapping[str, set[str]
         return profiles
     if path.startswith("profiles/") and path.endswith((".yaml", ".yml")):
         return [p for p in profiles if _repo_path(p.source) == path]
+    if path == CHECKOUT_RUNNER:
+        return [p for p in profiles if p.upstream_launcher]
     if path.startswith(LAUNCHERS):
         return [p for p in profiles if p.launcher == path or path in uses.get(p.launcher, ())]
     return []
+
+
+def checkout_profiles_for(path: str, profiles: list[Profile]) -> list[Profile]:
+    """The profiles a changed file of a Dynamo checkout affects (module docstring)."""
+    if path.startswith(CHECKOUT_HELPERS):
+        return [p for p in profiles if p.upstream_launcher]
+    if path.startswith(CHECKOUT_PYTHON):
+        package = path.removeprefix(CHECKOUT_PYTHON).split("/", 1)[0]
+        if package not in ENGINE_PACKAGES:
+            return profiles
+        return [p for p in profiles if p.stack == f"dynamo-{package}"]
+    return [p for p in profiles if p.upstream_launcher == path]
 
 
 def _repo_path(source: str) -> str:
@@ -84,22 +109,28 @@ def affected(
     profiles: list[Profile],
     texts: Mapping[str, str],
     tiers: tuple[Tier, ...] = TIERS,
+    checkout: bool = False,
 ) -> AffectedReport:
-    """`texts`: contents of the launcher and launchers/lib files (repo path -> text)."""
+    """`texts`: contents of the launcher and launchers/lib files (repo path -> text).
+    `checkout`: the paths are a Dynamo checkout's (checkout_profiles_for), not this repo's."""
     uses = {p.launcher: files_used_by(p.launcher, texts) for p in profiles}
     report = AffectedReport()
     because: dict[str, list[str]] = {}
     cadence: dict[str, tuple[str, dict[Tier, tuple[str, ...]]]] = {}
     changed = sorted(dict.fromkeys(changed))
     for path in changed:
-        hit = profiles_for(path, profiles, uses)
+        hit = (
+            checkout_profiles_for(path, profiles)
+            if checkout
+            else profiles_for(path, profiles, uses)
+        )
         if not hit:
             report.unmapped.append(path)
         for profile in hit:
             for tid, per_tier in case_cadence(profile, tiers).items():
                 cadence[tid] = (profile.name, per_tier)
                 because.setdefault(tid, []).append(path)
-        if path.startswith(LAUNCHERS):
+        if path.startswith(LAUNCHERS) and not checkout:
             report.warnings += launcher_warnings(path, hit, tiers)
     report.cases = [
         AffectedCase(tid, cadence[tid][0], cadence[tid][1], tuple(because[tid]))

@@ -16,51 +16,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.cli.affected import changed_files
+from harness.cli.change_map import affected
 from harness.cli.common import CliError, profiles_in
 from harness.cli.validate_local import render_sides, run_side, side_rows
 from harness.core.paths import runs_dir
 from harness.profiles import Profile
 from harness.runtime.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
-PYTHON_ROOT = "components/src/dynamo/"
-HELPERS = "examples/common/"
-
-
-def changed_files(checkout: Path, base: str) -> list[str]:
-    """Files that differ between `base` and the working tree (untracked ones included)."""
-    git = ["git", "-C", str(checkout)]
-    try:
-        diff = subprocess.run([*git, "diff", "--name-only", base], capture_output=True,
-                              text=True, check=True).stdout.split()  # fmt: skip
-        new = subprocess.run([*git, "ls-files", "--others", "--exclude-standard"],
-                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    except subprocess.CalledProcessError as exc:
-        raise CliError(f"--dynamo-src {checkout}: git: {exc.stderr.strip()}") from None
-    return sorted({*diff, *new})
-
-
-def affects(profile: Profile, path: str) -> bool:
-    """A changed checkout file shapes this profile's run: its launcher (or the helpers every
-    checkout launcher sources), or the Python its roles import."""
-    script = profile.upstream_launcher
-    if script is not None and (path == script or path.startswith(HELPERS)):
-        return True
-    if path.startswith(PYTHON_ROOT):
-        package = path.removeprefix(PYTHON_ROOT).split("/", 1)[0]
-        engine = profile.stack.removeprefix("dynamo-")
-        return package not in ("vllm", "sglang", "trtllm") or package == engine
-    return False
-
 
 def checkout_ids(profiles: list[Profile], files: list[str]) -> list[str]:
-    """The CPU-tier ids the files affect (each runs the checkout's launcher where it holds it)."""
-    return [
-        profile.test_id(case)
-        for profile in profiles
-        if profile.cpu is not None
-        for case in profile.cases
-        if not case.cpu_skip and any(affects(profile, f) for f in files)
-    ]
+    """The CPU-tier ids the checkout's changed files affect (each runs the checkout's launcher
+    where it holds it)."""
+    return [c.test_id for c in affected(files, profiles, {}, ("cpu",), checkout=True).cases
+            if "cpu" in c.cadence]  # fmt: skip
 
 
 def base_tree(checkout: Path, base: str, out: Path) -> Path:
@@ -80,7 +49,7 @@ def run_checkout(args: argparse.Namespace) -> int:
         DynamoSource(checkout).check()
     except DynamoSourceError as exc:
         raise CliError(str(exc)) from None
-    files = changed_files(checkout, args.base)
+    files = changed_files(args.base, checkout)
     ids = ([i.strip() for i in args.ids.split(",") if i.strip()] if args.ids
            else checkout_ids(profiles_in(args.profiles), files))  # fmt: skip
     if not ids:

@@ -345,7 +345,7 @@ def role_of(module: str, environ: dict[str, str]) -> str | None:
 def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     """The role and what it runs with on this tier. Raises Refused."""
     if len(argv) < 2 or argv[0] != "-m" or not argv[1].startswith("dynamo."):
-        return Adapted(None, argv)
+        return Adapted(environ.get(ROLE_ENV), argv)  # a role of ours that is no engine: as is
     module, args = argv[1], argv[2:]
     role = role_of(module, environ)
     if role is None:
@@ -379,6 +379,22 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     return out
 
 
+# What `harness audit` reads of a role's environment (ports, devices, health, model), secrets out.
+AUDIT_PREFIXES = ("DYN_", "VLLM_", "SGLANG_", "HARNESS_", "NIXL_", "UCX_", "ZMQ_")
+AUDIT_NAMES = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "MODEL", "SERVED_MODEL_NAME",
+               "LD_LIBRARY_PATH")  # fmt: skip
+SECRET_MARKS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
+
+
+def audit_view(env: dict[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in env.items()
+        if (k.startswith(AUDIT_PREFIXES) or k in AUDIT_NAMES)
+        and not any(mark in k for mark in SECRET_MARKS)
+    }
+
+
 def contract_files(log_dir: Path, role: str) -> None:
     """NAME.pid, and this process's output into NAME.log (the launcher contract)."""
     (log_dir / f"{role}.pid").write_text(f"{os.getpid()}\n")
@@ -402,7 +418,8 @@ def main() -> None:
         print(f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: "
               f"{refused}", file=sys.stderr)  # fmt: skip
         raise SystemExit(2) from None
-    env = {k: v for k, v in environ.items() if k not in adapted.unset}
+    # the role's own processes are no roles: a `python3` they start runs as is
+    env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}
     env.update(adapted.env)
     if adapted.role is not None:
         record = {
@@ -415,6 +432,9 @@ def main() -> None:
         }
         (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
         if environ.get(DRY_ENV) == "1":
+            record["seen_env"] = audit_view(env)
+            path = log_dir / f"{adapted.role}.adapter.json"
+            path.write_text(json.dumps(record, indent=1) + "\n")
             return
         if environ.get(CONTRACT_ENV) == "1":
             contract_files(log_dir, adapted.role)

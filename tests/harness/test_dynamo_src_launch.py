@@ -82,25 +82,21 @@ def test_the_checkouts_launcher_and_code_run_in_every_role(
     assert "--model Qwen/Qwen3-VL-2B-Instruct -> the tiny checkpoint" in rewrites
 
 
-def test_a_flag_the_cpu_tier_cannot_map_is_refused_by_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"encode_extra": "--quantization fp8"}, "cannot run it: --quantization fp8"),
+        # never a silent swap: the encode worker hard-codes LLaVA, whatever `--model` said
+        ({"encode_model": "llava-hf/llava-1.5-7b-hf"},
+         "starts model 'llava-hf/llava-1.5-7b-hf', not 'Qwen/Qwen3-VL-2B-Instruct', the model of "
+         "profile epd_qwen3-vl-2b"),
+    ],
+    ids=["unmapped_flag", "another_model"],
+)  # fmt: skip
+def test_a_role_the_tier_cannot_run_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, str], named: str
 ) -> None:
-    checkout = build_checkout(tmp_path / "dynamo", encode_extra="--quantization fp8")
-    failure = launch_failure(monkeypatch, checkout)
+    failure = launch_failure(monkeypatch, build_checkout(tmp_path / "dynamo", **change))
     assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
     assert failure.evidence.role == "encode"
-    assert "cannot run it: --quantization fp8" in failure.message
-
-
-def test_a_role_that_starts_another_model_is_refused_by_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Never a silent swap: the encode worker hard-codes LLaVA, whatever `--model` said."""
-    checkout = build_checkout(tmp_path / "dynamo", encode_model="llava-hf/llava-1.5-7b-hf")
-    failure = launch_failure(monkeypatch, checkout)
-    assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
-    assert failure.evidence.role == "encode"
-    assert "starts model 'llava-hf/llava-1.5-7b-hf', not 'Qwen/Qwen3-VL-2B-Instruct'" in (
-        failure.message
-    )
-    assert f"profile {PROFILE.name}" in failure.message
+    assert named in failure.message

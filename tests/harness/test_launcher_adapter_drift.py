@@ -47,6 +47,8 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     found = {}
     for path in sorted(plan.log_dir.glob("*.adapter.json")):
         record = json.loads(path.read_text())
+        if record["exec"][:1] != ["-m"]:
+            continue  # the event broker: no engine, nothing adapted
         args = [a.replace(str(tmp / "s"), "<scratch>") for a in record["exec"][2:]]
         pairs = sorted(
             (name, json.dumps(json.loads(v), sort_keys=True) if v and v[:1] == "{" else v)

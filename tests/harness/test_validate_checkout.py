@@ -68,3 +68,19 @@ def test_the_seed_table_for_a_checkout(
         assert "| passed |" in row and "no_health_source: worker 'encode'" in row, row
         assert "fixed" in row
     assert (tmp_path / "out" / "validation.md").read_text().strip() == table.strip()
+
+
+def test_affected_maps_a_checkouts_changed_launcher_and_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`harness affected --dynamo-src PATH --base REF`: the checkout's changed E/P/D launcher ->
+    the ids that run it; a changed dynamo.vllm file -> every vLLM id, no SGLang one."""
+    checkout = seed_checkout(tmp_path)
+    assert main(["affected", "--dynamo-src", str(checkout), "--base", "HEAD~1"]) == 0
+    out = capsys.readouterr().out
+    assert all(tid in out for tid in [*SRC_IDS, "mm_epd_llava-1.5-7b"]), out
+    assert "mm_e_pd_qwen3-vl-2b " not in out and "mm_agg_qwen3-vl-2b " not in out, out
+    changed = "components/src/dynamo/vllm/main.py"
+    assert main(["affected", "--dynamo-src", str(checkout), changed]) == 0
+    out = capsys.readouterr().out
+    assert "mm_agg_qwen3-vl-2b " in out and "mm_sglang_" not in out, out
