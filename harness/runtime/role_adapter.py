@@ -179,7 +179,7 @@ def kv_events_args(pairs: list[tuple[str, str | None]], out: Adapted) -> None:
             pairs[i] = (name, compact(config))
 
 
-def check_model(role: str, module: str, pairs: list[tuple[str, str | None]], env: dict) -> None:
+def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict) -> None:
     """A worker serves the profile's model, by the flag its engine reads."""
     flag = MODEL_FLAG.get(module)
     wanted = env.get(PROFILE_MODEL_ENV)
@@ -243,12 +243,17 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
     return args
 
 
+def role_key(role: str) -> str:
+    """'prefill' -> 'PREFILL', the suffix of the plan's per-role variables
+    (harness/resources/memory_plan.py role_env_key)."""
+    return role.upper().replace("-", "_")
+
+
 def planned_args(
     pairs: list[tuple[str, str | None]], planned: dict[str, str], role: str, env: dict, out: Adapted
 ) -> list[tuple[str, str | None]]:
     """The launcher's own memory flags replaced by the role's planned ones (GPU tier)."""
-    key = role.upper().replace("-", "_")
-    values = {flag: env.get(var.format(role=key)) for flag, var in planned.items()}
+    values = {flag: env.get(var.format(role=role_key(role))) for flag, var in planned.items()}
     if not all(values.values()):
         return pairs
     dropped = [f"{n} {v}" for n, v in pairs if n in planned]
@@ -262,7 +267,7 @@ def planned_args(
 
 def encoder_env(role: str, env: dict, out: Adapted) -> None:
     """The Qwen-VL encode worker's own vLLM sized by the plan (VLLM_ENCODER_PLANNED)."""
-    key = role.upper().replace("-", "_")
+    key = role_key(role)
     values = {name: env.get(var.format(role=key)) for name, var in VLLM_ENCODER_PLANNED.items()}
     if all(values.values()):
         out.env.update({name: str(value) for name, value in values.items()})
@@ -358,7 +363,7 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
         out.argv = ["-m", module, *frontend(args, environ, out)]
         return out
     pairs = split_args(args)
-    check_model(role, module, pairs, environ)
+    check_model(module, pairs, environ)
     if tier == "cpu" and module != "dynamo.vllm":
         raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm workers only)")
     if module == "dynamo.vllm":
