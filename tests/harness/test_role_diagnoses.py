@@ -78,3 +78,30 @@ def test_shipped_epd_roles_register_the_components_their_profile_names() -> None
     by_port = {r.port: r.name for r in topo.plan.workers}
     named = {by_port[c.system_port]: c.name for c in cards if c.system_port in by_port}
     assert named and set(named.values()) == {profile.model.gpu}, named
+
+
+def test_a_frontend_without_nixl_is_named_with_its_own_line(tmp_path: Path) -> None:
+    """The frontend started past the role adapter (an absolute interpreter, as a hand-written
+    launcher may): no NIXL library on its loader path, so with --frontend-decoding the real
+    frontend cannot build the model's pipeline. Named from its log, not after register_s."""
+    shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
+    common = tmp_path / "launchers" / "lib" / "common.sh"
+    text = common.read_text()
+    assert text.count("start_role frontend python3 -m") == 1
+    common.write_text(
+        text.replace("start_role frontend python3 -m", 'start_role frontend "$PYTHON" -m')
+    )
+    profile = load_profile(EPD, REPO_ROOT)
+    profile = profile.model_copy(
+        update={"launcher": str(tmp_path / "launchers" / "vllm" / "disagg_multimodal_epd.sh")}
+    )
+    case = next(c for c in profile.cases if "--frontend-decoding" in c.launcher_args)
+    topo = launch(profile, "cpu", case)
+    with pytest.raises(TopologyFailure) as info, topo:
+        pass
+    failure = info.value
+    assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
+    assert failure.evidence.role == "frontend"
+    assert "the frontend cannot serve the model its workers registered" in failure.message
+    assert "stub mode" in failure.message or "materialization" in failure.message
+    assert failure.evidence.elapsed_s < 60, failure.report()  # register_s is 150
