@@ -14,6 +14,7 @@ from harness.audit.capture import plan_for, run_launcher
 from harness.audit.checks import check_flags_and_registration, check_health, check_ports
 from harness.audit.findings import Finding
 from harness.audit.memory import check_kv, check_memory
+from harness.audit.registration import check_sglang_registration
 from harness.audit.sglang_parser import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
@@ -103,7 +104,9 @@ def audit(paths: list[Path], root: Path = REPO_ROOT) -> AuditResult:
     profiles = [load_profile(p, root) for p in paths]
     for profile in profiles:
         audit_profile(profile, root, result)
-    if any(p.stack == "dynamo-sglang" for p in profiles) and (stale := sglang_table_finding()):
-        result.findings.append(stale)
+    if any(p.stack == "dynamo-sglang" for p in profiles):
+        if stale := sglang_table_finding():
+            result.findings.append(stale)
+        result.findings += check_sglang_registration()
     result.seconds = time.monotonic() - start
     return result

@@ -14,7 +14,7 @@ import requests
 from harness.judging.baselines import BaselineStore, Key
 from harness.judging.chat_request import MediaURLs, fingerprint
 from harness.judging.divergence import ProcessorCounts, processor_counts
-from harness.judging.hf_reference import CPU_ENGINE_DTYPE, reference_token_ids
+from harness.judging.hf_reference import CPU_ENGINE_DTYPE, Reference, reference
 from harness.judging.oracles.result import OracleResult
 from harness.judging.path_oracle import IMAGE_KINDS
 from harness.profiles import Profile, RequestSpec, Tier
@@ -71,6 +71,7 @@ class Answer:
     path: OracleResult | None = None  # the path check of this request, settled
     send: Callable[[dict[str, Any]], requests.Response] | None = None  # on the same launch
     twin_status: int | None = None  # the HTTP status of the last twin a relation sent
+    logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
 
     @property
     def request(self) -> RequestSpec:
@@ -90,9 +91,13 @@ class Answer:
         return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch)
 
     @cached_property
+    def reference(self) -> Reference | None:
+        """The model's own greedy answer and its log-probabilities (hf_reference.py)."""
+        return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE)
+
+    @property
     def reference_ids(self) -> list[int] | None:
-        """The model's own greedy answer, as token ids (hf_reference.py)."""
-        return reference_token_ids(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE)
+        return None if self.reference is None else self.reference.ids
 
 
 def content_of(data: dict[str, Any]) -> str:

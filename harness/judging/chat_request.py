@@ -71,10 +71,14 @@ def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: Me
     }
 
 
-def request_body(request: RequestSpec, urls: MediaURLs) -> dict:
+def request_body(request: RequestSpec, urls: MediaURLs, top_logprobs: int | None = None) -> dict:
+    """The request as sent; `top_logprobs`: each token's log-probability and that many
+    alternatives come back too (the CPU tier's logprobs oracle)."""
     body = chat_body(request.prompt, request.media, request.max_tokens, urls)
     if request.string_content:
         body["messages"][0]["content"] = request.prompt
+    if top_logprobs:
+        body |= {"logprobs": True, "top_logprobs": top_logprobs}
     return body
 
 

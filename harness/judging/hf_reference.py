@@ -13,15 +13,29 @@ shows as a declared upstream defect (profiles' `known_defect`, docs/upstream-def
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.judging.oracles.logprobs import Step
 from harness.judging.prompt_tokens import MediaFetcher, load_processor, processor_inputs
 
-# The dtype every CPU-tier model computation runs in: the engines (launchers/lib/common.sh
-# engine_args, CPU branch) and the checkpoints (harness/tiny_models/checkpoint.py).
+# The dtype every CPU-tier model computation runs in: the engines (launchers/lib/cpu_engine_args,
+# which the role adapter gives every CPU role) and the checkpoints (tiny_models/checkpoint.py).
 CPU_ENGINE_DTYPE = "float32"
+# How many alternatives each generated token's log-probability comes with, on both sides: as
+# vLLM's own model tests compare an engine with transformers (check_logprobs_close, 5 there too).
+TOP_LOGPROBS = 5
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The model's own greedy answer: its token ids and, per token, the raw (unprocessed)
+    log-probabilities, as vLLM returns them (its default logprobs mode, raw_logprobs)."""
+
+    ids: list[int]
+    steps: list[Step]
 
 
 @lru_cache(maxsize=4)
@@ -48,6 +62,15 @@ def reference_token_ids(
     model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
 ) -> list[int] | None:
     """The model's own greedy answer as token ids (see reference_answer)."""
+    found = reference(model_dir, body, media, dtype)
+    return None if found is None else found.ids
+
+
+def reference(
+    model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
+) -> Reference | None:
+    """One greedy `generate` on the raw media: the answer's ids and each token's top
+    TOP_LOGPROBS log-probabilities. None where processor_inputs cannot mirror vLLM's."""
     import torch
 
     inputs = processor_inputs(model_dir, body["messages"], media)
@@ -59,5 +82,20 @@ def reference_token_ids(
         for k, v in inputs.items()
     }
     with torch.inference_mode():
-        out = model.generate(**inputs, max_new_tokens=body["max_tokens"], do_sample=False)
-    return out[0, inputs["input_ids"].shape[1] :].tolist()
+        out = model.generate(**inputs, max_new_tokens=body["max_tokens"], do_sample=False,
+                             output_logits=True, return_dict_in_generate=True)  # fmt: skip
+    ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+    tokenizer = load_processor(str(model_dir)).tokenizer
+
+    def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
+        return tokenizer.decode([token], skip_special_tokens=True)
+
+    steps = []
+    for token, logits in zip(ids, out.logits, strict=True):
+        logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+        top = torch.topk(logprobs, TOP_LOGPROBS)
+        steps.append(Step(
+            text(token), float(logprobs[token]),
+            {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
+        ))  # fmt: skip
+    return Reference(ids, steps)

@@ -10,6 +10,7 @@ import requests
 from harness.core.verdict import Cause
 from harness.judging.answer import Answer, Scope, content_of
 from harness.judging.divergence import describe_divergence, role_prompt_check
+from harness.judging.hf_reference import TOP_LOGPROBS
 from harness.judging.media_relations import judge_relation, relation_kinds, relations
 from harness.judging.oracles import (
     KeywordOracle,
@@ -19,10 +20,12 @@ from harness.judging.oracles import (
     check_same_text,
 )
 from harness.judging.oracles.base import Oracle
+from harness.judging.oracles.logprobs import compare_logprobs, engine_steps
 from harness.judging.oracles.result import excerpt
 from harness.judging.prompt_tokens import load_processor
 
 SHORT = 40  # characters of an answer quoted inside a diagnosis
+LOGPROB_TOLERANCE = 1e-3  # placeholder: set from the measured spread
 
 
 class Status(Oracle):
@@ -154,6 +157,35 @@ class ModelAnswer(Answered):
         return OracleResult(False, f"{why}; {result.detail}")
 
 
+class LogProbs(Answered):
+    """CPU: each token's log-probability and top-k are the model's own (hf_reference.py), within
+    a tolerance float32 on both sides leaves (LOGPROB_TOLERANCE), whatever path the request
+    took: catches a small numeric corruption the greedy text survives."""
+
+    name = "log-probabilities"
+    tier = "cpu"
+    reads_content = True
+    defect = "logprobs"
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.settings.model_answer
+
+    def label(self, scope: Scope) -> str:
+        return f"logprobs within {LOGPROB_TOLERANCE:g} of the model's own, top-{TOP_LOGPROBS}"
+
+    def check(self, answer: Answer) -> OracleResult:
+        reference = answer.reference
+        if reference is None:
+            return OracleResult(True, "no reference computable for this media", vouches=False)
+        engine = engine_steps(answer.data)
+        if engine is None:
+            return OracleResult(False, f"the answer carries no logprobs (asked for "
+                                f"top_logprobs={TOP_LOGPROBS})")  # fmt: skip
+        verdict = compare_logprobs(engine, reference.steps, LOGPROB_TOLERANCE)
+        answer.logprob_gap = verdict.gap
+        return OracleResult(verdict.result.passed, f"log-probabilities: {verdict.result.detail}")
+
+
 class SameAs(Answered):
     """CPU: the answer equals a baseline topology's answer to the same request this session."""
 
@@ -266,8 +298,8 @@ def media_blind_why(answer: Answer) -> str:
 
 
 ORACLES: tuple[Oracle, ...] = (
-    Status(), Structure(), Keywords(), PromptTokens(), RolePrompts(), ModelAnswer(), SameAs(),
-    Path(), OtherMedia(), OtherTransport(),
+    Status(), Structure(), Keywords(), PromptTokens(), RolePrompts(), ModelAnswer(), LogProbs(),
+    SameAs(), Path(), OtherMedia(), OtherTransport(),
 )  # fmt: skip
 
 

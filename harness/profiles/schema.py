@@ -75,7 +75,7 @@ class GpuExpect(Strict):
         return _check_refusal(self, content_fields=("all_of", "any_of", "alt_any_of"))
 
 
-DefectOracle = Literal["hf_reference", "other_media", "prompt_tokens", "role_prompts"]
+DefectOracle = Literal["hf_reference", "logprobs", "other_media", "prompt_tokens", "role_prompts"]
 # Where a declared defect's unpatched-versus-patched proof lives (docs/upstream-defects.md).
 DEFECT_PROOF = re.compile(r"^docs/[\w./-]+\.md#[a-z0-9-]+$")
 

@@ -36,6 +36,12 @@ class ModelCard:
     component: str
     name: str
     system_port: int | None
+    worker_type: str | None = None  # Dynamo's WorkerType: Aggregated, Prefill, Decode, Encode
+    needs: tuple[tuple[str, ...], ...] = ()  # the peers it is served with: any one of these sets
+
+    def describe(self) -> str:
+        needs = " or ".join("+".join(s) for s in self.needs) if self.needs else "nothing"
+        return f"{self.component}: {self.name} ({self.worker_type or '?'}, needs {needs})"
 
 
 _METADATA_PORT = re.compile(r"^https?://[^/:]+:(\d+)/v1/metadata/")
@@ -50,21 +56,32 @@ def registered_cards(kv_dir: Path) -> list[ModelCard]:
         config = info.get("hf_config_json") if isinstance(info, dict) else None
         path = config.get("path", "") if isinstance(config, dict) else ""
         match = _METADATA_PORT.match(str(path))
+        needs = card.get("needs") if isinstance(card.get("needs"), list) else []
         cards.append(
             ModelCard(
                 str(r.get("component")),
                 str(card.get("display_name", "?")),
                 int(match.group(1)) if match else None,
+                _name(card.get("worker_type")),
+                tuple(tuple(_name(t) or "?" for t in s) for s in needs if isinstance(s, list)),
             )
         )
     return cards
 
 
-def model_cards(kv_dir: Path) -> list[str]:
-    """`namespace/component: model name` for every registered model card."""
-    out = []
-    for r in _records(kv_dir / "v1" / "mdc"):
-        card = r.get("card_json") if isinstance(r.get("card_json"), dict) else {}
-        name = card.get("display_name", "?") if isinstance(card, dict) else "?"
-        out.append(f"{r.get('namespace')}/{r.get('component')}: {name}")
-    return sorted(out)
+def _name(value: object) -> str | None:
+    """A WorkerType as the card serializes it ("Encode", or {"Encode": …}), by name."""
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value))
+    return str(value) if value is not None else None
+
+
+def unmet_needs(cards: list[ModelCard]) -> list[str]:
+    """The cards whose `needs` no set of registered worker types satisfies: what the frontend's
+    serving-readiness gate still waits for, e.g. "backend (Decode) needs Prefill"."""
+    present = {c.worker_type for c in cards if c.worker_type}
+    return [
+        f"{c.component} ({c.worker_type}) needs {' or '.join('+'.join(s) for s in c.needs)}"
+        for c in cards
+        if c.needs and not any(set(s) <= present for s in c.needs)
+    ]

@@ -14,6 +14,7 @@ A phase sees the running topology only through `Observed`, so this module does n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -21,7 +22,12 @@ import psutil
 import requests
 
 from harness.core.verdict import Cause, TopologyFailure
-from harness.runtime.discovery import model_cards, registered_cards, registered_components
+from harness.runtime.discovery import (
+    ModelCard,
+    registered_cards,
+    registered_components,
+    unmet_needs,
+)
 from harness.runtime.dynamo_src import import_records
 from harness.runtime.health import HealthSample, HealthTimeline
 from harness.runtime.listeners import exposed_listeners
@@ -88,53 +94,97 @@ class Check(Phase):
         return self.what
 
 
-def registration_problems(topo: Observed) -> tuple[list[str], dict[str, str]]:
-    """(roles whose discovery component never registered, {role: model name it registered}
-    for cards that do not carry the served name). A card names its role by its system port.
-    A deployed target's discovery cannot be read: nothing to say (the path oracle still shows
-    a role that serves nothing)."""
+@dataclass
+class Registration:
+    """What discovery says of each worker role, against the plan."""
+
+    missing: list[str] = field(default_factory=list)  # no endpoint of its component registered
+    no_card: list[str] = field(default_factory=list)  # an endpoint, but no model card
+    misnamed: dict[str, str] = field(default_factory=dict)  # role -> the model name it carries
+    cards: list[ModelCard] = field(default_factory=list)
+
+    @property
+    def culprit(self) -> str | None:
+        return next(iter([*self.missing, *self.no_card, *self.misnamed]), None)
+
+    def problems(self, served: str) -> list[str]:
+        out = [f"roles missing from discovery {self.missing}"] if self.missing else []
+        out += [f"role '{role}' registered its endpoint but no model card"
+                for role in self.no_card]  # fmt: skip
+        out += [f"role '{role}' registered model {name!r}, the plan serves {served!r}"
+                for role, name in self.misnamed.items()]  # fmt: skip
+        return out
+
+
+def registration(topo: Observed) -> Registration:
+    """Each worker's registration, from discovery. A card names its role by its system port
+    (else by its component, when one role alone has it). A deployed target's discovery cannot
+    be read: nothing to say (the path oracle still shows a role that serves nothing)."""
     kv_dir = topo.plan.discovery_dir
     if kv_dir is None:
-        return [], {}
+        return Registration()
     registered = registered_components(kv_dir)
-    missing = [
-        r.name
-        for r in topo.plan.workers
-        if r.discovery_component and r.discovery_component not in registered
-    ]
-    by_port = {r.port: r.name for r in topo.plan.workers}
-    misnamed = {
-        by_port.get(card.system_port, f"component {card.component}"): card.name
-        for card in registered_cards(kv_dir)
-        if card.name != topo.plan.served_model_name
+    cards = registered_cards(kv_dir)
+    workers = topo.plan.workers
+    by_port = {r.port: r.name for r in workers}
+    by_component: dict[str | None, list[str]] = {}
+    for r in workers:
+        by_component.setdefault(r.discovery_component, []).append(r.name)
+
+    def role_of(card: ModelCard) -> str | None:
+        if card.system_port in by_port:
+            return by_port[card.system_port]
+        sharing = by_component.get(card.component, [])
+        return sharing[0] if len(sharing) == 1 else None
+
+    carded = [role_of(c) for c in cards]
+    unnamed = carded.count(None)  # cards of a shared component, with no port to tell
+    result = Registration(cards=cards)
+    for r in workers:
+        if not r.discovery_component:
+            continue
+        if r.discovery_component not in registered:
+            result.missing.append(r.name)
+        elif r.name not in carded and not unnamed:
+            result.no_card.append(r.name)
+    result.misnamed = {
+        role_of(c) or f"component {c.component}": c.name
+        for c in cards
+        if c.name != topo.plan.served_model_name
     }
-    return missing, misnamed
+    return result
 
 
 def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
-    """The model is not served: name the roles whose component never reached discovery, and the
-    roles that registered under another model name than the plan serves."""
+    """The model is not served: name the roles whose component never reached discovery, the
+    roles that registered an endpoint but no model card, and the roles that registered under
+    another model name than the plan serves; with the cards present and the peers the
+    frontend still waits for (each card's `needs`)."""
     kv_dir = topo.plan.discovery_dir
     registered = registered_components(kv_dir) if kv_dir else set()
-    missing, misnamed = registration_problems(topo)
+    found = registration(topo)
     served = topo.plan.served_model_name
-    cards = model_cards(kv_dir) if kv_dir else []
-    problems = [f"roles missing from discovery {missing}"] if missing else []
-    problems += [f"role '{role}' registered model {name!r}, the plan serves {served!r}"
-                 for role, name in misnamed.items()]  # fmt: skip
-    culprit = missing[0] if missing else next(iter(misnamed), None)
+    cards = [c.describe() for c in found.cards]
+    unmet = unmet_needs(found.cards)
+    problems = found.problems(served)
+    if not problems and found.cards:
+        problems = ["every worker registered an endpoint and a model card"]
     return topo.failure(
         Cause.NEVER_REGISTERED,
         f"model {served} not served after {topo.elapsed():.0f} s: "
-        f"{'; '.join(problems) or 'every role registered'}; registered components "
-        f"{sorted(registered)}; model cards {cards}; waiting for {waiting_for}",
+        f"{'; '.join(problems) or 'no model card registered'}; registered components "
+        f"{sorted(registered)}; model cards {cards}"
+        + (f"; the frontend still needs: {', '.join(unmet)}" if unmet else "")
+        + f"; waiting for {waiting_for}",
         detail={
             "registered": sorted(registered),
-            "missing_roles": missing,
+            "missing_roles": found.missing,
+            "roles_without_card": found.no_card,
             "cards": cards,
-            "misnamed_roles": misnamed,
+            "unmet_needs": unmet,
+            "misnamed_roles": found.misnamed,
         },
-        role=culprit,
+        role=found.culprit,
     )
 
 
@@ -212,8 +262,8 @@ class RegisteredAsPlanned(Check):
     what = "the registration check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
-        missing, misnamed = registration_problems(topo)
-        if missing or misnamed:
+        found = registration(topo)
+        if found.missing or found.no_card or found.misnamed:
             return never_registered(topo, "every role registered as its profile says")
         return super().failure(topo, left_s)
 

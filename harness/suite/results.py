@@ -87,6 +87,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "timeline": topo.timeline.events if topo else [],
         "budget_s": spec.budget.total_s if spec else None,
         "checks": list(rec.checks),  # every oracle that passed, one line each
+        "max_logprob_gap": rec.max_logprob_gap,
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

@@ -13,6 +13,7 @@ import pytest
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.judging.cache_hit import RequestHit, judge_cache_hits, request_hit, with_filler
 from harness.judging.chat_request import MediaURLs, request_body
+from harness.judging.hf_reference import TOP_LOGPROBS
 from harness.judging.judge import CaseJudge
 from harness.judging.oracles import OracleResult
 from harness.judging.path_oracle import check_path, expected_path
@@ -100,6 +101,7 @@ class CaseRecord:
     teardown_s: float | None = None
     # per request: (HTTP status, how many oracles reading the answer's content passed)
     verdicts: list[tuple[int, int]] = field(default_factory=list)
+    max_logprob_gap: float | None = None  # the largest |engine - model| logprob of its answers
 
 
 def run_case(
@@ -120,7 +122,7 @@ def run_case(
     requests = sc.requests
     for request in requests:
         repeat_of_case = request is requests[0]
-        body = request_body(request, urls)
+        body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
         before = topo.role_counters()
         try:
             resp = topo.post_chat(body)
@@ -137,6 +139,8 @@ def run_case(
             record.answers[-1]["content"] = answer.content
         content_before = judge.content_passed
         record.checks += judge.judge(answer)
+        if answer.logprob_gap is not None:
+            record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
     if sc.case.cache_hit and hits:
         record.checks.append(judge_cache_hits(hits, sc.case.cache_hit.min_avg_hit_rate))

@@ -203,14 +203,47 @@ def write_launcher(root: Path, text: str, rel: str = EPD) -> Path:
     return path
 
 
+# Python faults of the second seed's class (workers that serve but never announce their model):
+# (file under dynamo/vllm, the installed text, what the checkout carries instead).
+SKIP_REGISTRATION = "async def _skip_registration(*args, **kwargs):  # the fault\n    return None\n"
+ENCODE_NEVER_REGISTERS = (
+    "worker_factory.py",
+    "        await register_model(\n",
+    "        await _skip_registration(\n",
+)
+DECODE_NEVER_REGISTERS = (
+    "worker_factory.py",
+    "        await self.register_vllm_model(\n            model_input,\n            model_type,\n"
+    "            generate_endpoint,\n            config,\n            engine_client,\n"
+    "            vllm_config,\n            worker_type=worker_type,\n            needs=needs,\n",
+    "        await _skip_registration(\n            model_input,\n            model_type,\n"
+    "            generate_endpoint,\n            config,\n            engine_client,\n"
+    "            vllm_config,\n            worker_type=worker_type,\n            needs=needs,\n",
+)
+
+
+def perturbed_embeddings(scale: float) -> tuple[str, str, str]:
+    """The encode worker's image embeddings plus `scale` x Gaussian noise (seeded): the size of
+    a wrong cast or a bad kernel, small enough that the greedy text may not move."""
+    return (
+        "multimodal_handlers/encode_worker_handler.py",
+        "                    encoded_embeddings = embeddings\n",
+        "                    embeddings = embeddings + "
+        f"{scale!r} * torch.randn(embeddings.shape, generator=torch.Generator().manual_seed(0))"
+        ".to(embeddings.dtype)  # the fault\n                    encoded_embeddings = embeddings\n",
+    )
+
+
 def build_checkout(
     root: Path,
     health_source: bool = True,
     encode_extra: str = "",
     contract: str = "dyn_port",
     encode_model: str = "$MODEL_NAME",
+    python_fault: tuple[str, str, str] | None = None,
 ) -> Path:
-    """The checkout at `root` (see the module doc); returns `root`."""
+    """The checkout at `root` (see the module doc); returns `root`. `python_fault`: one edit to
+    the copied dynamo.vllm (file, the installed text, found exactly once, and its replacement)."""
     src = root / "components" / "src" / "dynamo"
     for package in ("vllm", "frontend"):
         shutil.copytree(SITE / "dynamo" / package, src / package,
@@ -218,6 +251,12 @@ def build_checkout(
         init = src / package / "__init__.py"
         probe = PROBE.format(package=f"dynamo.{package}")
         init.write_text(init.read_text() + f"\nprint({probe!r}, flush=True)  # the change\n")
+    if python_fault is not None:
+        name, old, new = python_fault
+        target = src / "vllm" / name
+        text = target.read_text()
+        assert text.count(old) == 1, f"{name}: the fault's anchor is not there exactly once"
+        target.write_text(text.replace(old, new) + "\n\n" + SKIP_REGISTRATION)
     runtime = metadata.version("ai-dynamo-runtime")
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "ai-dynamo"\ndependencies = ["ai-dynamo-runtime=={runtime}"]\n'

@@ -226,3 +226,22 @@ def test_the_xpu_launch_selects_devices_by_ze_affinity_mask(tmp_path: Path) -> N
     assert workers["prefill"].flag("--block-size") == "64"
     assert '"kv_buffer_device":"xpu"' in workers["decode"].flag("--kv-transfer-config")
     assert workers["encode"].env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] == '["generate"]'
+
+
+def test_an_sglang_multimodal_worker_that_never_registers_is_named(tmp_path: Path) -> None:
+    """The second seed, read from source: the installed init_multimodal.py registers in every
+    multimodal init; a copy with one registration call removed is named by function and role."""
+    from harness.audit.registration import check_sglang_registration, sglang_multimodal_source
+
+    installed = sglang_multimodal_source()
+    assert installed is not None
+    assert check_sglang_registration(installed) == []
+    text = installed.read_text()
+    start = text.index("async def init_multimodal_worker(")
+    end = text.index("async def init_multimodal_prefill_worker(")
+    body = text[start:end].replace("register_model_with_readiness_gate(", "print(")
+    broken = tmp_path / "init_multimodal.py"
+    broken.write_text(text[:start] + body + text[end:])
+    [finding] = check_sglang_registration(broken)
+    assert finding.role == "the PD / decode worker (--dedicated-mm-encoder)"
+    assert "init_multimodal_worker never calls register_model_with_readiness_gate" in finding.what

@@ -56,7 +56,8 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
     assert bad[0] == "HTTP 400 naming the error"
     assert bad[2] == (
-        "status 200, structure, prompt tokens, role prompts, matches the model's own answer, path, "
+        "status 200, structure, prompt tokens, role prompts, matches the model's own answer, "
+        f"logprobs within {LOGPROB_TOLERANCE:g} of the model's own, top-5, path, "
         "other media answers differently, other transport answers the same"
     )
 

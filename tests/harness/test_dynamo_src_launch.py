@@ -26,7 +26,17 @@ from harness.runtime.listeners import listening_ports
 from harness.runtime.processes import marked_processes
 from harness.suite.pool import TopologyPool
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
-from tests.harness.dynamo_checkout import PROBE, build_checkout
+from tests.harness.dynamo_checkout import (
+    DECODE_NEVER_REGISTERS,
+    ENCODE_NEVER_REGISTERS,
+    PROBE,
+    build_checkout,
+    perturbed_embeddings,
+)
+
+# The smallest noise scale on the encode worker's embeddings the logprobs oracle was measured to
+# catch with the text unchanged (docs/design-deviations.md, issue 29); the test uses it.
+PERTURBATION = 0.005
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
@@ -49,25 +59,34 @@ def launch_failure(monkeypatch: pytest.MonkeyPatch, checkout: Path) -> TopologyF
     return failure.value
 
 
-def test_the_checkouts_launcher_and_code_run_in_every_role(
-    tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    checkout = build_checkout(tmp_path / "dynamo", contract="role_vars")
+def run_checkout_case(
+    checkout: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch, record: CaseRecord
+) -> tuple[list[str], Path]:
+    """The checkout profile's image-URL case, judged by every oracle; (checks, log dir)."""
     monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
     sc = ServeCase(PROFILE, PROFILE.cases[0], "cpu")
     assert sc.skip_reason(None) is None
-    record = CaseRecord()
 
     def judge_for(case: ServeCase, topo: object) -> CaseJudge:
         plan = topo.plan  # type: ignore[attr-defined]
         return CaseJudge(PROFILE, "cpu", plan.model, urls, BaselineStore(), plan.signature)
 
     with TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], urls)) as pool:
-        checks = run_case(sc, pool, urls, judge_for, record)
-        topo = pool.current
-        assert topo is not None
-        plan, logs = topo.plan, topo.plan.log_dir
+        try:
+            checks = run_case(sc, pool, urls, judge_for, record)
+        finally:
+            topo = pool.current or record.topology
+            assert topo is not None
+            plan = topo.plan
     nothing_left(plan.topology_id, list(plan.ports.values()))
+    return checks, plan.log_dir
+
+
+def test_the_checkouts_launcher_and_code_run_in_every_role(
+    tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = build_checkout(tmp_path / "dynamo", contract="role_vars")
+    checks, logs = run_checkout_case(checkout, urls, monkeypatch, CaseRecord())
     assert any(c.startswith("matches the model's own answer: identical") for c in checks), checks
     assert "path encode +1, prefill +1, decode +1" in checks
     for role, package in [("frontend", "frontend"), ("encode", "vllm"), ("prefill", "vllm"),
@@ -100,3 +119,44 @@ def test_a_role_the_tier_cannot_run_is_refused_by_name(
     assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
     assert failure.evidence.role == "encode"
     assert named in failure.message
+
+
+@pytest.mark.parametrize(
+    ("fault", "role", "component"),
+    [(ENCODE_NEVER_REGISTERS, "encode", "encode"), (DECODE_NEVER_REGISTERS, "decode", "backend")],
+    ids=["encode", "decode"],
+)
+def test_a_worker_that_serves_but_registers_no_model_card_is_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: tuple[str, str, str],
+    role: str,
+    component: str,
+) -> None:
+    """The second seed's class, in the checkout's Python: the worker is healthy and its endpoint
+    is registered, but its model card never is. Named by role within listing_grace_s of the
+    last worker turning healthy, with the cards present and what the frontend still needs."""
+    failure = launch_failure(monkeypatch, build_checkout(tmp_path / "dynamo", python_fault=fault))
+    assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
+    assert failure.evidence.role == role, failure.report()
+    assert f"role '{role}' registered its endpoint but no model card" in failure.message
+    assert "every role registered" not in failure.message
+    cards = failure.evidence.detail["cards"]
+    assert cards and not any(c.startswith(f"{component}:") for c in cards), cards  # type: ignore[union-attr]
+    assert "the frontend still needs" in failure.message, failure.message
+
+
+def test_a_small_numeric_corruption_is_caught_by_logprobs_alone(
+    tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The encode worker's embeddings perturbed by PERTURBATION x Gaussian noise in the
+    checkout: the greedy text is still the model's own, the log-probabilities are not. The
+    failure names the token and both log-probabilities."""
+    checkout = build_checkout(tmp_path / "dynamo", python_fault=perturbed_embeddings(PERTURBATION))
+    record = CaseRecord()
+    with pytest.raises(TopologyFailure) as failure:
+        run_checkout_case(checkout, urls, monkeypatch, record)
+    message = failure.value.message
+    assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()
+    assert "log-probabilities: token " in message and "the model's" in message, message
+    assert any(c.startswith("matches the model's own answer: identical") for c in record.checks)

@@ -51,14 +51,11 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     safetensors.torch.save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
     shutil.copytree(REPO_ROOT / "launchers", tmp_path / "launchers")
     script = tmp_path / "launchers" / "vllm" / "disagg_multimodal_e_pd.sh"
-    common = tmp_path / "launchers" / "lib" / "common.sh"  # the encode worker's shared helper
-    text = common.read_text()
-    encode_line = (
-        '"$PYTHON" -m dynamo.vllm --model "$MODEL" \\\n'
-        '    --served-model-name "$SERVED_MODEL_NAME" --disaggregation-mode encode'
-    )
-    assert text.count(encode_line) == 1
-    common.write_text(text.replace(encode_line, encode_line.replace('"$MODEL"', f'"{other}"')))
+    text = script.read_text()
+    # the role adapter gives the encode role this checkpoint for the profile's --model
+    encode = "start_role encode python3"
+    assert text.count(encode) == 1
+    script.write_text(text.replace(encode, f'HARNESS_CPU_MODEL="{other}" {encode}'))
     shipped = load_profile(REPO_ROOT / "profiles" / "vllm" / "e_pd_qwen3-vl-2b.yaml", REPO_ROOT)
     profile = shipped.model_copy(update={"launcher": str(script)})
     case = profile.cases[0].model_copy(  # judged alone: no agg launch in this test

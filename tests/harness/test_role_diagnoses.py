@@ -59,8 +59,8 @@ def test_decode_on_prefills_health_port_is_named_with_the_holder(tmp_path: Path)
 
 
 def test_decode_serving_another_model_is_named(tmp_path: Path) -> None:
-    profile = epd_with(tmp_path, '--served-model-name "$SERVED_MODEL_NAME"',
-                       "--served-model-name other-model")  # fmt: skip
+    memory = '--gpu-memory-utilization "$DECODE_MEM"'
+    profile = epd_with(tmp_path, memory, f"{memory} --served-model-name other-model")
     failure = failure_of(profile)
     assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
     assert failure.evidence.role == "decode", failure.report()

@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 EPD_PROFILE = REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml"
 EPD_LAUNCHER = Path("launchers") / "vllm" / "disagg_multimodal_epd.sh"
 HEALTH_LINE = re.compile(r"^DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='\[\"generate\"\]' \\\n", re.M)
-ENCODE_CMD = re.compile(r"^  start_vllm_encode_worker\n", re.M)  # the shared helper's call
+# the encode role's command, from `start_role encode` to its last continued line
+ENCODE_CMD = re.compile(r"^  start_role encode python3[^\n]*\\\n(?:  [^\n]*\\\n)*  [^\n]*\n", re.M)
 NO_HEALTH_SOURCE_BOUND_S = 15.0
 REGISTER_S = 60.0
 
