@@ -7,6 +7,7 @@ import json
 import pytest
 
 from harness.__main__ import main
+from harness.judging.oracle_set import LOGPROB_TOLERANCE
 
 
 def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
