@@ -140,12 +140,17 @@ def port_names(
     return list(dict.fromkeys([FRONTEND_PORT, *health, *read, *EVENT_BROKER_PORTS]))
 
 
-def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
-    """As upstream's tests invoke a launcher: the profile's model first, then the layout and the
-    case's flags."""
+def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """What makes one launch of a profile differ from another: the tier's layout flags, then
+    the case's (a deployed target states the same, `launcher_args` in its file)."""
     spec = profile.tier(tier)
     assert spec is not None
-    return ["--model", profile.model.gpu, *spec.launcher_args, *case.launcher_args]
+    return [*spec.launcher_args, *case.launcher_args]
+
+
+def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """As upstream's tests invoke a launcher: the profile's model first, then layout_args."""
+    return ["--model", profile.model.gpu, *layout_args(profile, tier, case)]
 
 
 def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:

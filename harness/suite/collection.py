@@ -15,7 +15,7 @@ from harness.profiles.marks import mark_names
 from harness.resources.gpu_inventory import GpuInventory
 from harness.resources.gpu_slot import ADMISSION_TIMEOUT_S
 from harness.resources.memory_plan import GIB, plan_memory
-from harness.runtime.plan import launcher_args
+from harness.runtime.plan import layout_args
 from harness.runtime.target import TargetSpec
 from harness.suite.baseline_selection import pull_in
 from harness.suite.case_order import order_key, recorded_durations
@@ -52,7 +52,7 @@ def target_skip(sc: ServeCase, target: TargetSpec | None) -> str | None:
         return None
     if sc.profile.name != target.profile:
         return f"--target runs {target.profile}'s cases only"
-    wanted = launcher_args(sc.profile, sc.tier, sc.case)
+    wanted = layout_args(sc.profile, sc.tier, sc.case)
     if wanted != target.launcher_args:
         return f"needs a launch with {wanted}; the target was started with {target.launcher_args}"
     return None
