@@ -138,9 +138,11 @@ def run_case(
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
         content_before = judge.content_passed
-        record.checks += judge.judge(answer)
-        if answer.logprob_gap is not None:
-            record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
+        try:
+            record.checks += judge.judge(answer)
+        finally:  # a failing answer's gap is evidence too
+            if answer.logprob_gap is not None:
+                record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
     if sc.case.cache_hit and hits:
         record.checks.append(judge_cache_hits(hits, sc.case.cache_hit.min_avg_hit_rate))

@@ -241,9 +241,11 @@ def build_checkout(
     contract: str = "dyn_port",
     encode_model: str = "$MODEL_NAME",
     python_fault: tuple[str, str, str] | None = None,
+    patch: Path | None = None,
 ) -> Path:
-    """The checkout at `root` (see the module doc); returns `root`. `python_fault`: one edit to
-    the copied dynamo.vllm (file, the installed text, found exactly once, and its replacement)."""
+    """The checkout at `root` (see the module doc); returns `root`. `patch`: applied to the
+    copied packages first (a docs/patches/ file); `python_fault`: then one edit to the copied
+    dynamo.vllm (file, the installed text, found exactly once, and its replacement)."""
     src = root / "components" / "src" / "dynamo"
     for package in ("vllm", "frontend"):
         shutil.copytree(SITE / "dynamo" / package, src / package,
@@ -251,6 +253,9 @@ def build_checkout(
         init = src / package / "__init__.py"
         probe = PROBE.format(package=f"dynamo.{package}")
         init.write_text(init.read_text() + f"\nprint({probe!r}, flush=True)  # the change\n")
+    if patch is not None:
+        subprocess.run(["patch", "-p1", "--batch", "--forward", "-s", "-d", str(src.parent),
+                        "-i", str(patch)], check=True)  # fmt: skip
     if python_fault is not None:
         name, old, new = python_fault
         target = src / "vllm" / name

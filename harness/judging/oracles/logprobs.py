@@ -7,6 +7,7 @@ candidates are that close)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from harness.judging.oracles.result import OracleResult
@@ -27,17 +28,23 @@ class LogprobVerdict:
     gap: float | None  # the largest |engine - model| log-probability of a chosen token compared
 
 
-def engine_steps(data: object) -> list[Step] | None:
-    """The steps of an OpenAI chat answer's `choices[0].logprobs.content`; None if absent."""
+def engine_steps(data: object, special: Collection[str] = ()) -> list[Step] | None:
+    """The steps of an OpenAI chat answer's `choices[0].logprobs.content`; None if absent.
+    `special`: the tokenizer's special tokens, rendered '' as the engine renders a chosen one
+    (its top-k lists them by name)."""
     try:
         content = data["choices"][0]["logprobs"]["content"]  # type: ignore[index]
     except (KeyError, IndexError, TypeError):
         return None
     if not isinstance(content, list):
         return None
+
+    def text(token: object) -> str:
+        return "" if str(token) in special else str(token)
+
     return [
-        Step(str(s["token"]), float(s["logprob"]),
-             {str(t["token"]): float(t["logprob"]) for t in s.get("top_logprobs") or []})
+        Step(text(s["token"]), float(s["logprob"]),
+             {text(t["token"]): float(t["logprob"]) for t in s.get("top_logprobs") or []})
         for s in content
     ]  # fmt: skip
 
