@@ -18,7 +18,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.judging.answer import JudgeSettings
 from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs, warmup_bodies
+from harness.judging.chat_request import MediaURLs, request_body, warmup_bodies
+from harness.judging.hf_reference import CPU_ENGINE_DTYPE, TOP_LOGPROBS, reference_answer
 from harness.judging.judge import CaseJudge
 from harness.profiles import load_profile
 from harness.runtime.dynamo_src import DYNAMO_SRC_ENV, import_records
@@ -27,6 +28,7 @@ from harness.runtime.listeners import listening_ports
 from harness.runtime.processes import marked_processes
 from harness.suite.pool import TopologyPool
 from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+from harness.tiny_models import build_tiny_model
 from tests.harness.dynamo_checkout import (
     DECODE_NEVER_REGISTERS,
     ENCODE_NEVER_REGISTERS,
@@ -170,4 +172,7 @@ def test_a_small_numeric_corruption_is_caught_by_logprobs_alone(
     message = failure.value.message
     assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()
     assert "log-probabilities: token " in message and "the model's" in message, message
-    assert any(c.startswith("matches the model's own answer: identical") for c in record.checks)
+    assert "the texts agree so far" in message, message
+    body = request_body(PROFILE.cases[0], urls, TOP_LOGPROBS)  # as the case sent it
+    model_says = reference_answer(build_tiny_model("qwen3_vl"), body, urls.fetch, CPU_ENGINE_DTYPE)
+    assert record.answers[0]["content"] == model_says  # the whole text: only logprobs tell
