@@ -65,12 +65,17 @@ REPLACED_VALUED = {
 REPLACED_SWITCHES = {"--enforce-eager"}
 EMBEDDING_TRANSFER = "--embedding-transfer-mode"
 # vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
-# as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports.
+# as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports, and torch.compile
+# off. The CPU tier runs eager (--enforce-eager: no model graph is compiled); the one function
+# still compiled is vLLM's logprob-rank count (vllm/v1/sample/ops/logprobs.py,
+# batched_count_greater_than, inductor), on the first request asking for logprobs in each engine
+# process: 6.7 s there on 2 cores, for `(x >= values).sum(-1)`, the same integers eager.
 CPU_VLLM_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
+    "TORCH_COMPILE_DISABLE": "1",
 }
 # NIXL's progress thread otherwise spins a core per agent (the venv's NIXL shim reads this).
 NIXL_PTHR_DELAY = ("HARNESS_NIXL_PTHR_DELAY_US", "1000")
