@@ -440,11 +440,11 @@ def main() -> None:
             "unset": adapted.unset,
             "rewrites": adapted.notes,
         }
-        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
-        if environ.get(DRY_ENV) == "1":
+        dry = environ.get(DRY_ENV) == "1"
+        if dry:
             record["seen_env"] = audit_view(env)
-            path = log_dir / f"{adapted.role}.adapter.json"
-            path.write_text(json.dumps(record, indent=1) + "\n")
+        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
+        if dry:
             return
         if environ.get(CONTRACT_ENV) == "1":
             contract_files(log_dir, adapted.role)
