@@ -1,1 +1,1 @@
-# The harness's pytest plugin is loaded from pytest.ini (-p harness.suite.plugin).
+# The harness's pytest plugin is loaded from pytest.ini (-p harness.plugin).

@@ -8,8 +8,6 @@ post_merge suite), one after the other: the baseline with `--baseline-env VAR=VA
 behaviour a change replaces), then without; it also prints each run's wall time and their ratio.
 
 Usage: python bench/startup.py runs/results.jsonl [--baseline OTHER.jsonl]
-       HARNESS_OVERLAP=1 python bench/startup.py --run [--ids mm_agg_qwen3-vl-2b,...]
-           --baseline-env HARNESS_OVERLAP=0
        python bench/startup.py --run --baseline-env HARNESS_GC_THRESHOLD=   (Python's own GC)
 """
 

@@ -18,8 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
-from harness.runtime.launch import launch
-from harness.runtime.launched import STOP_GRACE_S
+from harness.topology.topology import STOP_GRACE_S, launch
 
 BASELINE = {"name": "anchor (5 s worker grace, 8 s wait)", "grace": 8.0, "dyn_grace": "5"}
 HARNESS = {"name": f"harness ({STOP_GRACE_S:g} s wait, worker grace 0)", "grace": STOP_GRACE_S,

@@ -1,4 +1,8 @@
-"""Role-plan capture: run a launcher for real, each role stopped at the role adapter.
+"""What the audit reports: one finding per problem (file, role, what, fix), and a recorded call.
+
+The GPU lease the audit pretends to hold: idle cards of the profile's claimed size.
+
+Role-plan capture: run a launcher for real, each role stopped at the role adapter.
 
 The launcher gets the same LaunchPlan env as a real launch (HARNESS_MANAGED_PORTS=1, fixed fake
 ports, the tier's model) with the adapter dry: every role's `python3 -m dynamo.<x>` writes the
@@ -6,8 +10,7 @@ adapter's decisions (NAME.adapter.json: the argv and environment the role would 
 exits instead of starting an engine; the audit reads those. Anything else the launcher runs with
 `python3` (the event broker) runs /bin/true. SIGTERM is ignored in the launcher's process tree:
 when the first role exits, wait_any_exit's trap signals the others, and one still starting must
-not die before it has written its record.
-"""
+not die before it has written its record."""
 
 from __future__ import annotations
 
@@ -18,13 +21,74 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.audit.findings import Invocation
-from harness.audit.gpu_env import simulated_gpu_env
-from harness.core.markers import marker_env
+from harness.core.paths import marker_env
+from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.runtime.dynamo_src import DynamoSource
-from harness.runtime.plan import LaunchPlan, port_names, resolve
-from harness.runtime.role_adapter import DRY_ENV, REAL_PYTHON_ENV
+from harness.topology.dynamo_src import DynamoSource
+from harness.topology.plan import LaunchPlan, port_names, resolve
+from harness.topology.role_adapter import DRY_ENV, REAL_PYTHON_ENV
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    role: str
+    what: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.file}: [{self.role}] {self.what} -> fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One role's engine command as the launcher ran it (argv after $PYTHON, its env subset)."""
+
+    role: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    pid: int = 0
+
+    @property
+    def module(self) -> str:
+        """`dynamo.vllm` for `-m dynamo.vllm …`, else the script path."""
+        if len(self.argv) >= 2 and self.argv[0] == "-m":
+            return self.argv[1]
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def engine_args(self) -> list[str]:
+        return self.argv[2:] if self.argv[:1] == ["-m"] else self.argv[1:]
+
+    def flag(self, *names: str) -> str | None:
+        """Last value of `--name V` / `--name=V` for any of the names (argparse: last wins)."""
+        value = None
+        args = self.engine_args
+        for i, arg in enumerate(args):
+            for name in names:
+                if arg == name and i + 1 < len(args):
+                    value = args[i + 1]
+                elif arg.startswith(f"{name}="):
+                    value = arg.split("=", 1)[1]
+        return value
+
+
+# Device indices the audit pretends to lease (no GPU is touched): position p -> FIRST_FAKE_GPU + p.
+FIRST_FAKE_GPU = 10
+
+
+def simulated_gpu_env(profile: Profile) -> dict[str, str]:
+    """What a GPU lease on idle cards of the claimed size would hand the launcher."""
+    plan = plan_memory(profile)
+    # as many cards as the runner class has, so a launcher that puts a role past the plan's
+    # GPUs is named by the placement check rather than stopped by gpu_for
+    positions = max(plan.devices, profile.gpu.gpus)
+    totals = [plan.card_bytes] * positions
+    env = launcher_memory_env(plan, totals, totals)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(FIRST_FAKE_GPU + p) for p in range(positions))
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env
+
 
 # Never bound (no engine starts); below 32768 since Dynamo reads DYN_SYSTEM_PORT as an i16.
 FAKE_PORT_BASE = 21301

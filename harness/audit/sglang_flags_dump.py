@@ -9,8 +9,7 @@ ai-dynamo's `sglang` extra moves its pin:
 
 The dump runs SGLang's real `ServerArgs.add_cli_args` and Dynamo's `add_sglang_cli_compat`
 (modules that need a GPU stack and are imported only by SGLang code are stubbed; flags come
-from the dataclass fields, not from those modules).
-"""
+from the dataclass fields, not from those modules)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ runtime + SGLang-wrapper arg groups and router flags come from the installed ai-
 multimodal normalisation (`--disaggregation-mode encode|pd` → SGLang's values) is the installed
 args.py's own functions, loaded from its source; the remaining args meet a parser rebuilt from
 sglang_flags.json (SGLang's real ServerArgs.add_cli_args, dumped from its release wheel).
-Not covered: ServerArgs.from_cli_args (loads the model config) and SGLang's own validation.
-"""
+Not covered: ServerArgs.from_cli_args (loads the model config) and SGLang's own validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,24 @@
-"""`python -m harness affected [--base REF | FILE…]`: the serve test ids a change affects, with
+"""Changed files -> the serve test ids they affect, with cadence marks, and the launchers that no
+pre_merge test covers. Pure: callers pass paths (repo-relative, POSIX), profiles and file texts.
+
+Rules (first match wins):
+- `harness/`, `tests/serve/`, `conftest.py`, `pytest.ini`, `pyproject.toml`, `requirements/`,
+  `scripts/bootstrap.sh`, `scripts/apply_shims.py` -> every case (they shape every run);
+- a profile YAML -> its cases;
+- a launcher script -> the cases of every profile whose `launcher` it is;
+- any other file under `launchers/` (e.g. `launchers/lib/common.sh`) -> the cases of every
+  profile whose launcher uses it: `source`s it, or names it by a path relative to itself
+  (`"$(dirname "${BASH_SOURCE[0]}")/zmq_broker.py"`), directly or through another used file;
+- `launchers/lib/dynamo_src_launcher.sh` (runs a checkout's launcher) -> the cases of every
+  profile that names an `upstream_launcher`;
+- anything else (docs, bench, the harness's own tests) -> nothing.
+
+A Dynamo checkout's files map by `checkout_profiles_for`: its launcher -> the profiles naming it
+as their `upstream_launcher` (its `examples/common/` helpers -> all of those); its Python under
+`components/src/dynamo/<package>` -> the profiles of that engine (`vllm`, `sglang`, `trtllm`),
+or every profile for a shared package (`frontend`, `common`, …).
+
+`python -m harness affected [--base REF | FILE…]`: the serve test ids a change affects, with
 their cadence marks; warns when a changed launcher has no pre_merge coverage."""
 
 from __future__ import annotations
@@ -6,14 +26,148 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cli.change_map import LAUNCHERS, AffectedReport, affected
-from harness.cli.common import CliError, add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.main import CliError, add_profiles_option, profiles_in, reports_user_errors
 from harness.core.paths import REPO_ROOT
-from harness.profiles import Tier
+from harness.profiles import Profile, Tier
+from harness.profiles.launchers import files_used_by
+from harness.profiles.load import cadence_marks
 from harness.profiles.upstream import UPSTREAM_TAG, upstream_ids
+
+EVERYTHING_PREFIXES = ("harness/", "tests/serve/", "requirements/")
+EVERYTHING_FILES = (
+    "conftest.py",
+    "pytest.ini",
+    "pyproject.toml",
+    "scripts/bootstrap.sh",
+    "scripts/apply_shims.py",
+)
+LAUNCHERS = "launchers/"
+CHECKOUT_RUNNER = "launchers/lib/dynamo_src_launcher.sh"
+CHECKOUT_PYTHON = "components/src/dynamo/"
+CHECKOUT_HELPERS = "examples/common/"
+ENGINE_PACKAGES = ("vllm", "sglang", "trtllm")
+TIERS: tuple[Tier, ...] = ("gpu", "cpu")
+PRE_MERGE = "pre_merge"
+
+
+@dataclass(frozen=True)
+class AffectedCase:
+    test_id: str
+    profile: str
+    cadence: Mapping[Tier, tuple[str, ...]]  # tier -> cadence marks; absent: never runs there
+    because: tuple[str, ...]  # the changed files that pull it in
+
+
+@dataclass
+class AffectedReport:
+    cases: list[AffectedCase] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)  # changed files that affect no serve case
+    warnings: list[str] = field(default_factory=list)
+
+
+def profiles_for(path: str, profiles: list[Profile], uses: Mapping[str, set[str]]) -> list[Profile]:
+    """The profiles a changed file affects (see the module docstring for the rules)."""
+    if path in EVERYTHING_FILES or path.startswith(EVERYTHING_PREFIXES):
+        return profiles
+    if path.startswith("profiles/") and path.endswith((".yaml", ".yml")):
+        return [p for p in profiles if _repo_path(p.source) == path]
+    if path == CHECKOUT_RUNNER:
+        return [p for p in profiles if p.upstream_launcher]
+    if path.startswith(LAUNCHERS):
+        return [p for p in profiles if p.launcher == path or path in uses.get(p.launcher, ())]
+    return []
+
+
+def checkout_profiles_for(path: str, profiles: list[Profile]) -> list[Profile]:
+    """The profiles a changed file of a Dynamo checkout affects (module docstring)."""
+    if path.startswith(CHECKOUT_HELPERS):
+        return [p for p in profiles if p.upstream_launcher]
+    if path.startswith(CHECKOUT_PYTHON):
+        package = path.removeprefix(CHECKOUT_PYTHON).split("/", 1)[0]
+        if package not in ENGINE_PACKAGES:
+            return profiles
+        return [p for p in profiles if p.stack == f"dynamo-{package}"]
+    return [p for p in profiles if p.upstream_launcher == path]
+
+
+def _repo_path(source: str) -> str:
+    """A profile's absolute `source` as a repo path: '/r/profiles/a.yaml' -> 'profiles/a.yaml'."""
+    marker = "/profiles/"
+    return "profiles/" + source.split(marker, 1)[1] if marker in source else source
+
+
+def case_cadence(profile: Profile, tiers: Iterable[Tier]) -> dict[str, dict[Tier, tuple[str, ...]]]:
+    """test id -> {tier: cadence marks}, for the tiers where the profile does not skip the case."""
+    out: dict[str, dict[Tier, tuple[str, ...]]] = {}
+    for case in profile.cases:
+        tid = profile.test_id(case)
+        out[tid] = {}
+        for tier in tiers:
+            skip = case.cpu_skip if tier == "cpu" else case.gpu_skip
+            if profile.tier(tier) is not None and not skip:
+                out[tid][tier] = tuple(cadence_marks(profile, tier, case))
+    return out
+
+
+def affected(
+    changed: Iterable[str],
+    profiles: list[Profile],
+    texts: Mapping[str, str],
+    tiers: tuple[Tier, ...] = TIERS,
+    checkout: bool = False,
+) -> AffectedReport:
+    """`texts`: contents of the launcher and launchers/lib files (repo path -> text).
+    `checkout`: the paths are a Dynamo checkout's (checkout_profiles_for), not this repo's."""
+    uses = {p.launcher: files_used_by(p.launcher, texts) for p in profiles}
+    report = AffectedReport()
+    because: dict[str, list[str]] = {}
+    cadence: dict[str, tuple[str, dict[Tier, tuple[str, ...]]]] = {}
+    changed = sorted(dict.fromkeys(changed))
+    for path in changed:
+        hit = (
+            checkout_profiles_for(path, profiles)
+            if checkout
+            else profiles_for(path, profiles, uses)
+        )
+        if not hit:
+            report.unmapped.append(path)
+        for profile in hit:
+            for tid, per_tier in case_cadence(profile, tiers).items():
+                cadence[tid] = (profile.name, per_tier)
+                because.setdefault(tid, []).append(path)
+        if path.startswith(LAUNCHERS) and not checkout:
+            report.warnings += launcher_warnings(path, hit, tiers)
+    report.cases = [
+        AffectedCase(tid, cadence[tid][0], cadence[tid][1], tuple(because[tid]))
+        for tid in sorted(cadence)
+    ]
+    return report
+
+
+def launcher_warnings(path: str, profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[str]:
+    """A changed launcher file that no pre_merge case exercises is not tested before merge."""
+    if not profiles:
+        return [f"{path}: changed launcher code that no profile uses: no serve test covers it"]
+    marks: set[str] = set()
+    ids: list[str] = []
+    for profile in profiles:
+        for tid, per_tier in case_cadence(profile, tiers).items():
+            ids.append(tid)
+            marks.update(m for tier_marks in per_tier.values() for m in tier_marks)
+    if PRE_MERGE in marks:
+        return []
+    only = ", ".join(sorted(marks)) or "no cadence (every case skipped)"
+    return [
+        f"{path}: changed launcher is covered only by {only} tests ({len(ids)} case(s), e.g. "
+        f"{ids[0]}); no pre_merge test runs it, so this change is untested until after merge. "
+        "Run the listed ids now, or give one case of these profiles a pre_merge mark."
+    ]
+
 
 SERVE_TEST = "tests/serve/test_serve.py::test_serve"
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 
 NAME = "audit"
 

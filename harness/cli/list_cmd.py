@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import (
+from harness.cases.case import ServeCase, Shard, cadence_cases, plan_shards, recorded_durations
+from harness.cli.main import (
     DEFAULT_CASE,
     CliError,
     add_profiles_option,
@@ -15,14 +16,11 @@ from harness.cli.common import (
     reports_user_errors,
 )
 from harness.core.paths import REPO_ROOT
-from harness.judging.oracle_plan import case_oracles
+from harness.machine.memory_plan import GIB, plan_memory
+from harness.oracles.registry import case_oracles
 from harness.profiles import Profile, Tier
-from harness.profiles.marks import mark_names
+from harness.profiles.load import mark_names
 from harness.profiles.upstream import UPSTREAM_TAG, parity, render_markdown, upstream_ids
-from harness.resources.memory_plan import GIB, plan_memory
-from harness.suite.case_order import recorded_durations
-from harness.suite.serve_case import ServeCase, cadence_cases
-from harness.suite.shards import Shard, plan_shards
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
@@ -56,7 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def hardware(profile: Profile, tier: Tier) -> str:
     """GPU: e.g. 'gpu_1 runner, 1 GPU(s) of >= 24 GiB: #0 20.2 GiB (encode 3.9 + prefill 8.1 +
-    decode 8.1), Qwen/Qwen3-VL-2B-Instruct' (the memory plan, harness/resources/memory_plan.py)."""
+    decode 8.1), Qwen/Qwen3-VL-2B-Instruct' (the memory plan, harness/machine/memory_plan.py)."""
     if tier == "gpu":
         plan = plan_memory(profile)
         gpus = "; ".join(

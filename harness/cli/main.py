@@ -1,16 +1,103 @@
-"""`python -m harness SUBCOMMAND …`: each subcommand lives in its own `harness/cli/<name>.py`
+"""What several subcommands share: the profiles directory option and loading profiles by name.
+
+`python -m harness SUBCOMMAND …`: each subcommand lives in its own `harness/cli/<name>.py`
 module exposing `add_parser(subparsers)` and `run(args) -> int`."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from harness.cli.common import CliError
-from harness.profiles import ProfileError
+from harness.core.paths import REPO_ROOT
+from harness.profiles import CaseSpec, Profile, ProfileError, load_profiles
+
+DEFAULT_PROFILES = REPO_ROOT / "profiles"
+DEFAULT_CASE = "default"
+
+
+class CliError(Exception):
+    """A user error a subcommand reports on stderr (exit 2) without a traceback."""
+
+
+Run = Callable[[argparse.Namespace], int]
+
+
+def reports_user_errors(run: Run) -> Run:
+    """A subcommand's `run`: user errors print one line on stderr and exit 2, no traceback; a
+    closed stdout (`… | head`) ends quietly as Unix tools do."""
+
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except (CliError, ProfileError) as exc:
+            print(f"harness {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
+
+    return wrapped
+
+
+def add_profiles_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profiles", type=Path, default=DEFAULT_PROFILES, help="profiles directory (%(default)s)"
+    )
+
+
+def profiles_in(directory: Path) -> list[Profile]:
+    """Every profile under `directory`; a missing or empty directory is a user error."""
+    if not directory.is_dir():
+        raise CliError(f"--profiles: no such directory {directory}")
+    profiles = load_profiles(directory, REPO_ROOT)
+    if not profiles:
+        raise CliError(f"--profiles: no *.yaml profiles under {directory}")
+    return profiles
+
+
+def profile_key(profile: Profile, directory: Path) -> str:
+    """A profile's path under the profiles directory, without .yaml: 'vllm/agg_qwen3-vl-2b'."""
+    source = Path(profile.source)
+    try:
+        return source.relative_to(directory).with_suffix("").as_posix()
+    except ValueError:
+        return source.stem
+
+
+def profile_named(directory: Path, name: str) -> Profile:
+    """By name, or by path under the profiles directory when names repeat across stacks."""
+    profiles = profiles_in(directory)
+    wanted = name.removesuffix(".yaml").removeprefix("profiles/")
+    by_key = [p for p in profiles if profile_key(p, directory) == wanted]
+    matches = by_key or [p for p in profiles if p.name == name]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        keys = ", ".join(profile_key(p, directory) for p in matches)
+        raise CliError(f"profile name {name!r} is ambiguous; give one of: {keys}")
+    names = ", ".join(sorted({p.name for p in profiles}))
+    raise CliError(f"no profile named {name!r} in {directory}; profiles: {names}")
+
+
+def case_named(profile: Profile, suffix: str | None) -> CaseSpec:
+    """The case with this suffix; None or "default": the case without a suffix (else the first)."""
+    wanted = "" if suffix in (None, DEFAULT_CASE) else suffix
+    for case in profile.cases:
+        if case.suffix == wanted:
+            return case
+    if suffix is None:
+        return profile.cases[0]
+    suffixes = ", ".join(c.suffix or DEFAULT_CASE for c in profile.cases)
+    raise CliError(
+        f"{profile.source}: profile {profile.name} has no case {suffix!r}; cases: {suffixes}"
+    )
+
 
 SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker", "validate")
 # `list` is a builtin's name, so its module is `list_cmd`.

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import CliError, reports_user_errors
+from harness.cli.main import CliError, reports_user_errors
 from harness.report import (
     MergeError,
     ResultsFileError,

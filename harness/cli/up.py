@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness.cli.common import (
+from harness.cli.main import (
     DEFAULT_CASE,
     CliError,
     add_profiles_option,
@@ -19,10 +19,9 @@ from harness.cli.common import (
     reports_user_errors,
 )
 from harness.core.verdict import TopologyFailure
-from harness.resources.tier import detect_tier
-from harness.runtime.launch import launch
-from harness.runtime.launched import LaunchedTopology
-from harness.runtime.signal_handlers import handling
+from harness.machine.tier import detect_tier
+from harness.topology.processes import handling
+from harness.topology.topology import LaunchedTopology, launch
 
 WATCH_S = 1.0
 TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}

@@ -1,4 +1,28 @@
-"""`python -m harness validate --image IMG --change SRC[:DST]… [--ids ID,…] [-- PYTEST_ARGS]`:
+"""A Dynamo checkout made from the installed ai-dynamo wheel and a patch, for one run only.
+
+The patch is a unified diff whose paths are site-packages paths (`a/dynamo/vllm/…`, as
+`diff -ru site-packages/dynamo patched/dynamo` writes them). Every `dynamo.<package>` it touches
+is copied out of site-packages into `<dir>/components/src/dynamo/<package>` and patched there
+with GNU patch; `--dynamo-src <dir>` then puts it in front of the installed one
+(runtime/dynamo_src.py). Nothing installed is modified.
+
+`harness validate --dynamo-patch FILE [--ids ID,…]`: an unpatched-versus-patched run of the
+installed Dynamo's Python on this machine's CPU tier, no image needed.
+
+Side A runs the installed ai-dynamo as it ships; side B runs the same ids with the patch made into
+a checkout (dynamo_patch.py) in front of it (`--dynamo-src`, whose import records prove every
+role ran it). Both sides judge with `--strict-defects`: a declared upstream defect excuses
+nothing, so the unpatched side fails naming it and the patched side must match the model's own
+answer. Exit status: the patched run's.
+
+`harness validate --dynamo-src PATH --base REF [--ids ID,…]`: the serve ids a change to a Dynamo
+checkout affects, run on this machine's CPU tier twice: with the checkout as it was at REF and
+as it is now (both its launchers and its Python, `--dynamo-src`), and the table of the two.
+
+The seed's proof, for a maintainer's branch: the E/P/D launcher without its encode health line
+at REF fails `no_health_source` naming encode, the branch passes. Exit status: the change's.
+
+`python -m harness validate --image IMG --change SRC[:DST]… [--ids ID,…] [-- PYTEST_ARGS]`:
 the serve ids a change affects, run twice in the image (as shipped, then with the change
 overlaid) and the validation table, in markdown ready to paste into a PR description.
 
@@ -14,26 +38,291 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
+import shutil
+import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.cli.affected import launcher_texts
-from harness.cli.change_map import affected
-from harness.cli.common import CliError, add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.affected import affected, changed_files, launcher_texts
 from harness.cli.docker import (
+    DockerRunError,
     add_container_options,
     container_spec,
     docker_client,
+    parse_overlay,
+    pytest_command,
     run_in_image,
 )
-from harness.cli.docker_run import DockerRunError, parse_overlay, pytest_command
-from harness.cli.validate_checkout import run_checkout
-from harness.cli.validate_local import SERVE_TESTS, render_sides, run_local, side_rows
+from harness.cli.main import CliError, add_profiles_option, profiles_in, reports_user_errors
 from harness.core.paths import REPO_ROOT, runs_dir
-from harness.profiles import Tier
+from harness.profiles import Profile, Tier
+from harness.report.render import compare_table, validation_table
+from harness.report.results import ResultsFileError, load_results
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+
+TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
+
+
+class PatchError(ValueError):
+    """A patch that cannot make a checkout; the message names the file and why."""
+
+
+def touched_files(patch: Path) -> list[str]:
+    """The site-packages paths the patch changes, e.g. dynamo/vllm/multimodal_utils/model.py."""
+    files = TOUCHED.findall(patch.read_text())
+    if not files:
+        raise PatchError(f"{patch}: no '+++ b/dynamo/…' file in it (paths relative to "
+                         "site-packages, as `diff -ru` from there writes them)")  # fmt: skip
+    return files
+
+
+def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Path:
+    """`out_dir`, laid out like a Dynamo checkout holding the patched packages."""
+    site = site or Path(sysconfig.get_paths()["purelib"])
+    src = out_dir / "components" / "src"
+    for package in sorted({"/".join(f.split("/")[:2]) for f in touched_files(patch)}):
+        installed = site / package
+        if not installed.is_dir():
+            raise PatchError(f"{patch}: touches {package}, which {site} does not hold")
+        shutil.copytree(installed, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run(
+        ["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i", str(patch.resolve())],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise PatchError(f"{patch}: does not apply to the installed ai-dynamo: "
+                         f"{(done.stdout + done.stderr).strip()[-400:]}")  # fmt: skip
+    return out_dir
+
+
+def defect_ids(profiles: list[Profile], files: list[str]) -> list[str]:
+    """The CPU ids whose declared upstream defect is rooted in one of `files`."""
+    return [
+        p.test_id(case)
+        for p in profiles
+        for case in p.cases
+        if any(
+            r.cpu.known_defect and r.cpu.known_defect.root_cause.file in files
+            for r in (case, *case.follow_ups)
+        )
+    ]
+
+
+SERVE_TESTS = "tests/serve"
+LOCAL_SIDES = ("installed", "patched")
+MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
+
+
+def first_sentence(message: str) -> str:
+    line = message.splitlines()[0]
+    end = line.find(". ")
+    text = line[: end + 1] if end >= 0 else line
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def local_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
+    if args.ids:
+        return [i.strip() for i in args.ids.split(",") if i.strip()]
+    ids = defect_ids(profiles_in(args.profiles), files)
+    if not ids:
+        raise CliError(f"no profile declares an upstream defect rooted in {', '.join(files)}; "
+                       "name the ids with --ids")  # fmt: skip
+    return ids
+
+
+def side_rows(
+    results: Path, side: str, mark: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
+    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
+    if not results.is_file():
+        return []
+    try:
+        rows = load_results(results)
+    except ResultsFileError as exc:
+        raise CliError(f"{side} run: {exc}") from None
+    for row in rows:
+        row["launcher"] = (
+            f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
+        )
+        if row["cause"] and row.get("message"):
+            row["cause"] = f"{row['cause']}: {first_sentence(row['message'])}"
+    return rows
+
+
+def render_sides(
+    heading: list[str],
+    sides: tuple[str, str],
+    rows: dict[str, list[dict[str, Any]]],
+    runs: list[tuple[str, int, float]],
+) -> str:
+    """The validation table (every row of both sides), the per-id comparison (A: the first
+    side, B: the second) and each run's exit status and wall time, under `heading`."""
+    return "\n".join([
+        *heading,
+        "",
+        validation_table([row for side in sides for row in rows.get(side, [])], "md"),
+        "",
+        f"A: {sides[0]}, B: {sides[1]}",
+        "",
+        compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
+        "",
+        "| run | exit | wall time |",
+        "|---|---|---|",
+        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
+    ])  # fmt: skip
+
+
+def run_side(
+    side: str,
+    ids: list[str],
+    out: Path,
+    extra: list[str],
+    env: dict[str, str],
+    strict: bool = True,
+) -> int:
+    """One side: the serve suite on exactly these ids (their baselines pulled in), on this
+    machine's CPU tier, its results under `out`."""
+    command = [sys.executable, "-m", "pytest", SERVE_TESTS, "--tier", "cpu",
+               *(["--strict-defects"] if strict else []),
+               "--ids", ",".join(ids), "--results", str(out / "results.jsonl"),
+               "-p", "no:cacheprovider", *extra]  # fmt: skip
+    print(f"harness validate: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
+    try:  # the run's output on stderr (stdout is the table); inherited where it is no file
+        err: int | None = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        err = None
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=err, stderr=err)
+    return done.returncode
+
+
+def run_local(args: argparse.Namespace) -> int:
+    patch = Path(args.dynamo_patch)
+    if not patch.is_file():
+        raise CliError(f"--dynamo-patch {patch}: no such file")
+    try:
+        files = touched_files(patch)
+    except PatchError as exc:
+        raise CliError(str(exc)) from None
+    ids = local_ids(args, files)
+    extra = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
+    root = args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="harness-dynamo-patch-") as tmp:
+        try:
+            checkout = patched_checkout(patch, Path(tmp))
+        except PatchError as exc:
+            raise CliError(str(exc)) from None
+        print(f"harness validate: {len(ids)} id(s), installed vs {patch.name}: {', '.join(ids)}",
+              file=sys.stderr)  # fmt: skip
+        if args.dry_run:
+            return 0
+        base = {k: v for k, v in os.environ.items() if k != DYNAMO_SRC_ENV}
+        rows: dict[str, list[dict[str, Any]]] = {}
+        runs: list[tuple[str, int, float]] = []
+        for side in LOCAL_SIDES:
+            env = {**base, DYNAMO_SRC_ENV: str(checkout)} if side == "patched" else base
+            started = time.monotonic()
+            code = run_side(side, ids, root / side, extra, env)
+            if code in (2, 130):  # a usage error or Ctrl-C: no table to make
+                return code
+            runs.append((side, code, time.monotonic() - started))
+            rows[side] = side_rows(root / side / "results.jsonl", side)
+    text = render_local(patch, files, rows, runs)
+    (root / "validation.md").write_text(text + "\n")
+    print(text)
+    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    return runs[-1][1]
+
+
+def render_local(
+    patch: Path,
+    files: list[str],
+    rows: dict[str, list[dict[str, Any]]],
+    runs: list[tuple[str, int, float]],
+) -> str:
+    dynamo = metadata.version("ai-dynamo")
+    heading = [
+        f"### Validation: {patch.name} against the installed ai-dynamo {dynamo}",
+        "",
+        f"Patched: {', '.join(f'`{f}`' for f in files)}; both sides `--strict-defects` (a "
+        "declared upstream defect excuses nothing).",
+    ]
+    return render_sides(heading, LOCAL_SIDES, rows, runs)
+
+
+def checkout_ids(profiles: list[Profile], files: list[str]) -> list[str]:
+    """The CPU-tier ids the checkout's changed files affect (each runs the checkout's launcher
+    where it holds it)."""
+    return [c.test_id for c in affected(files, profiles, {}, ("cpu",), checkout=True).cases
+            if "cpu" in c.cadence]  # fmt: skip
+
+
+def base_tree(checkout: Path, base: str, out: Path) -> Path:
+    """The checkout's tree at `base`, written to `out` (`git archive`, no worktree state)."""
+    archive = subprocess.Popen(
+        ["git", "-C", str(checkout), "archive", base], stdout=subprocess.PIPE
+    )
+    subprocess.run(["tar", "-x", "-C", str(out)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise CliError(f"--base {base}: not a revision of {checkout}")
+    return out
+
+
+def run_checkout(args: argparse.Namespace) -> int:
+    checkout = Path(args.dynamo_src).resolve()
+    try:
+        DynamoSource(checkout).check()
+    except DynamoSourceError as exc:
+        raise CliError(str(exc)) from None
+    files = changed_files(args.base, checkout)
+    ids = ([i.strip() for i in args.ids.split(",") if i.strip()] if args.ids
+           else checkout_ids(profiles_in(args.profiles), files))  # fmt: skip
+    if not ids:
+        raise CliError(f"no CPU-tier serve case runs what changed since {args.base}: {files}")
+    sides = (f"base {args.base}", "change")
+    print(f"harness validate: {len(ids)} id(s), {checkout} at {args.base} vs now: "
+          f"{', '.join(ids)}", file=sys.stderr)  # fmt: skip
+    if args.dry_run:
+        return 0
+    extra = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
+    root = args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+    rows: dict[str, list[dict[str, Any]]] = {}
+    runs: list[tuple[str, int, float]] = []
+    with tempfile.TemporaryDirectory(prefix="harness-dynamo-base-") as tmp:
+        trees = {sides[0]: base_tree(checkout, args.base, Path(tmp)), sides[1]: checkout}
+        for side in sides:
+            env = {**os.environ, DYNAMO_SRC_ENV: str(trees[side])}
+            out = root / side.replace(" ", "-")
+            started = time.monotonic()
+            code = run_side(side, ids, out, extra, env, strict=False)
+            if code in (2, 130):
+                return code
+            runs.append((side, code, time.monotonic() - started))
+            rows[side] = side_rows(out / "results.jsonl", side, lambda _l, s=side: s)
+    changed = ", ".join(f"`{f}`" for f in files) or "nothing"
+    heading = [
+        f"### Validation: {checkout.name} at {args.base} against its working tree",
+        "",
+        f"Changed: {changed}; every role runs the checkout's Python and, where a profile names "
+        "one, its launcher (`--dynamo-src`).",
+    ]
+    text = render_sides(heading, sides, rows, runs)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "validation.md").write_text(text + "\n")
+    print(text)
+    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    return runs[-1][1]
+
 
 SIDES = ("as shipped", "changed")
 

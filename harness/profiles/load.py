@@ -1,4 +1,6 @@
-"""Loading profiles from YAML: every error names the file and the field."""
+"""Loading profiles from YAML: every error names the file and the field.
+
+The pytest mark names a serve case carries, as plain strings (shared by the plugin and CLI)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from harness.profiles.launcher_files import text_with_used_files
-from harness.profiles.launcher_ports import launcher_port_vars
-from harness.profiles.schema import Profile
+from harness.profiles.launchers import launcher_port_vars, text_with_used_files
+from harness.profiles.schema import CADENCE_MARKS, CaseSpec, Profile, Tier
 
 
 class ProfileError(ValueError):
@@ -91,7 +92,7 @@ def unread_port_vars(
     profile: Profile, launcher_text: str, launcher: str | None = None
 ) -> list[tuple[str, str]]:
     """(field, problem) for each worker's health port variable that its launcher (or a script it
-    runs) never reads (harness/profiles/launcher_ports.py: either upstream contract, or ours)."""
+    runs) never reads (harness/profiles/launchers.py: either upstream contract, or ours)."""
     read = set(launcher_port_vars(launcher_text))
     return [
         (f"roles[{i}].health_port", f"{role.health_port} is never read by "
@@ -141,3 +142,24 @@ def load_profiles(directory: Path, root: Path) -> list[Profile]:
     if problems:
         raise ProfileError("\n".join(problems))
     return profiles
+
+
+def mark_names(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """E.g. ``["post_merge", "multimodal", "vllm", "gpu_1"]`` for agg Qwen3-VL on the GPU tier:
+    profile marks, then the tier's, then the case's (a case's cadence mark replaces theirs, as
+    upstream's MmCase marks do); stack; ``gpu_N`` or ``cpu``."""
+    spec = profile.tier(tier)
+    tier_marks = spec.marks if spec else []
+    inherited = [*profile.marks, *tier_marks]
+    if any(m in CADENCE_MARKS for m in case.marks):  # a case's cadence replaces the profile's
+        inherited = [m for m in inherited if m not in CADENCE_MARKS]
+    names = list(dict.fromkeys([*inherited, *case.marks]))
+    names += ["multimodal", profile.stack.removeprefix("dynamo-")]
+    device = "xpu" if profile.accelerator == "xpu" else "gpu"
+    names.append(f"{device}_{profile.gpu.gpus}" if tier == "gpu" else "cpu")
+    return names
+
+
+def cadence_marks(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """Only the cadence marks (pre_merge / post_merge / nightly), in mark order."""
+    return [m for m in mark_names(profile, tier, case) if m in CADENCE_MARKS]

@@ -38,7 +38,7 @@ class Strict(BaseModel):
 
 class RoleGpu(Strict):
     """Where a worker sits on the GPU tier and what it holds there (see
-    harness/resources/memory_plan.py): `device` is its position in the GPUs the topology leases
+    harness/machine/memory_plan.py): `device` is its position in the GPUs the topology leases
     (the launcher's `gpu_for N` under the profile's layout flags)."""
 
     device: int = Field(default=0, ge=0)
@@ -67,7 +67,7 @@ class GpuExpect(Strict):
     all_of: list[str] = []
     any_of: list[str] = []
     # What the answer must name when the request's media is swapped for the other medium
-    # (harness/judging/media_relations.py): the red square instead of the green one.
+    # (harness/oracles/media.py): the red square instead of the green one.
     alt_any_of: list[str] = []
 
     @model_validator(mode="after")
@@ -153,7 +153,7 @@ class RequestSpec(Strict):
     gpu: GpuExpect = GpuExpect()
     cpu: CpuExpect = CpuExpect()
     # Requests a role must take for this request where it differs from the topology's rule
-    # (harness/judging/path_oracle.py), e.g. {encode: 0}; path_reason says why.
+    # (harness/oracles/serving.py), e.g. {encode: 0}; path_reason says why.
     path: dict[str, int] = {}
     path_reason: str | None = None
 
@@ -225,7 +225,7 @@ class TierSpec(Strict):
 
 
 class GpuTierSpec(TierSpec):
-    """The GPU tier. Memory is planned in bytes per role (harness/resources/memory_plan.py), so
+    """The GPU tier. Memory is planned in bytes per role (harness/machine/memory_plan.py), so
     no profile states VRAM by hand: `card_gib` is the smallest card it claims to fit."""
 
     gpus: int = Field(ge=1)  # the runner class (gpu_N mark); upstream Dynamo's count
@@ -244,7 +244,7 @@ class Profile(Strict):
     accelerator: Literal["cuda", "xpu"] = "cuda"
     launcher: str
     # Upstream's launcher of this topology, relative to a Dynamo checkout: with --dynamo-src it
-    # runs in place of ours, unmodified, when the checkout holds it (harness/runtime/plan.py).
+    # runs in place of ours, unmodified, when the checkout holds it (harness/topology/plan.py).
     upstream_launcher: str | None = None
     id_prefix: str = "mm"
     model: ModelSpec
@@ -253,7 +253,7 @@ class Profile(Strict):
     # counts them as one group) and a case's requests reach all of them (the spread check).
     replicas: list[str] = []
     # Why a role of this launch listens on every interface, where the engine leaves no other
-    # way; the loopback check is skipped for it (harness/runtime/readiness.py loopback_only).
+    # way; the loopback check is skipped for it (harness/topology/readiness.py loopback_only).
     not_loopback: str | None = Field(default=None, min_length=20)
     marks: list[str]
     env: dict[str, str] = {}

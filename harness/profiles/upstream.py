@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.profiles.marks import cadence_marks
+from harness.profiles.load import cadence_marks
 from harness.profiles.schema import CaseSpec, Profile
 
 CATALOGUE = Path(__file__).with_name("upstream_ids.yaml")

@@ -1,7 +1,104 @@
-"""Tiny randomly initialised multimodal checkpoints for the CPU tier, built locally and cached."""
+"""A tiny byte-level BPE tokenizer trained on a fixed list of the stdlib's own source files.
 
-from harness.tiny_models.build import BUILDERS, build_tiny_model, default_cache_dir
+Save a randomly initialised model with its processor: the part every family shares.
 
-FAMILIES = tuple(BUILDERS)
+Saved in float32, the dtype every model computation of the CPU tier runs in: the engines
+(`--dtype float32`, launchers/lib/common.sh), the HF reference, and the roles that take their
+dtype from the checkpoint: Dynamo's Qwen-VL encode worker builds its in-process vLLM with no
+dtype (dynamo/vllm/multimodal_utils/model.py `load_vision_model`), so a bfloat16 checkpoint ran
+its vision tower in bf16 beside float32 engines."""
 
-__all__ = ["FAMILIES", "build_tiny_model", "default_cache_dir"]
+from __future__ import annotations
+
+import hashlib
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast
+
+VOCAB_SIZE = 1024
+
+# Fixed and ordered: the same files in the same order give the same merges, hence the same bytes.
+CORPUS_FILES = (
+    "textwrap.py",
+    "string.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "shlex.py",
+    "calendar.py",
+)
+
+
+def corpus_paths() -> list[Path]:
+    """The training files, resolved in the running interpreter's stdlib."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    return [stdlib / name for name in CORPUS_FILES]
+
+
+def corpus_digest() -> str:
+    """sha256 over the corpus bytes: part of the cache key (the stdlib differs between Pythons)."""
+    digest = hashlib.sha256()
+    for path in corpus_paths():
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def train_byte_level_bpe(special_tokens: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    """Train a byte-level BPE; `special_tokens` get ids 0..n-1 in the order given."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = [path.read_text(encoding="utf-8") for path in corpus_paths()]
+    tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tokenizer
+
+
+def fast_tokenizer(
+    special_tokens: list[str], roles: dict[str, str], chat_template: str
+) -> PreTrainedTokenizerFast:
+    """Wrap a freshly trained BPE for transformers; `roles` maps e.g. eos_token -> token."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=train_byte_level_bpe(special_tokens),
+        chat_template=chat_template,
+        model_max_length=4096,
+        clean_up_tokenization_spaces=False,
+        **roles,
+    )
+
+
+CHECKPOINT_DTYPE = torch.float32
+# The files the real repos ship per sub-processor (Qwen/Qwen3-VL-2B-Instruct and
+# llava-hf/llava-1.5-7b-hf hold preprocessor_config.json, Qwen also video_preprocessor_config.json);
+# transformers 5 nests them all in processor_config.json instead. Dynamo 1.6.1's frontend reads
+# preprocessor_config.json for MM-aware KV routing: without it the KV router logged "mm-routing:
+# failed to read preprocessor_config.json", routed images blind (router_kv_hit_rate 0) and
+# repeated images missed the prefix cache.
+SUB_PROCESSORS = ("image_processor", "video_processor")
+
+
+def save_random_checkpoint(
+    model_class: Any,
+    config: Any,
+    processor: Any,
+    generation: GenerationConfig,
+    out_dir: Path,
+    seed: int,
+) -> None:
+    torch.manual_seed(seed)
+    model = model_class(config).to(CHECKPOINT_DTYPE)
+    model.generation_config = generation
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    for part in SUB_PROCESSORS:
+        sub = getattr(processor, part, None)
+        if sub is not None:
+            sub.save_pretrained(out_dir)

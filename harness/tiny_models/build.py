@@ -14,8 +14,7 @@ import torch
 import transformers
 
 from harness.core.paths import cache_dir
-from harness.tiny_models import llava, qwen3_vl
-from harness.tiny_models.tokenizer import corpus_digest
+from harness.tiny_models import corpus_digest, llava, qwen3_vl
 
 SEED = 0
 BUILDERS: dict[str, Callable[[Path, int], None]] = {

@@ -13,8 +13,7 @@ from transformers import (
     LlavaProcessor,
 )
 
-from harness.tiny_models.checkpoint import save_random_checkpoint
-from harness.tiny_models.tokenizer import fast_tokenizer
+from harness.tiny_models import fast_tokenizer, save_random_checkpoint
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<image>", "<pad>"]
 TOKEN_ID = {token: i for i, token in enumerate(SPECIAL_TOKENS)}

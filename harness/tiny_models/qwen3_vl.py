@@ -13,8 +13,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from harness.tiny_models.checkpoint import save_random_checkpoint
-from harness.tiny_models.tokenizer import fast_tokenizer
+from harness.tiny_models import fast_tokenizer, save_random_checkpoint
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",

@@ -1,7 +1,7 @@
 # Shared helpers for topology launchers. Source it; do not run it. A launcher says the
 # topology's shape only, to upstream Dynamo's contract (its port variables, `python3 -m dynamo.<x>`
 # by name, upstream's flags as a person would run them on GPUs); under the harness every role goes
-# through the role adapter (harness/runtime/role_adapter.py), the one place that maps a role to
+# through the role adapter (harness/topology/role_adapter.py), the one place that maps a role to
 # the tier, for our launchers and a Dynamo checkout's alike.
 #   start_role NAME cmd...   run one role in the background (log + pid file)
 #   wait_any_exit            end the script when the first role exits, with its code
@@ -63,7 +63,7 @@ _stop_roles() {
   wait 2>/dev/null || true
 }
 
-# The launcher contract in files, beside each role's pid file (read by harness/runtime/roles.py):
+# The launcher contract in files, beside each role's pid file (read by harness/topology/roles.py):
 #   $HARNESS_LOG_DIR/roles.started   every role this launcher started, one per line, written once
 #                                    all are (the harness names a declared role missing from it)
 #   $HARNESS_LOG_DIR/NAME.exit       the exit code of the first role to exit (it ends the script)

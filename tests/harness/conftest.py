@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.judging.asset_server import AssetServer
-from harness.judging.chat_request import MediaURLs
-from harness.judging.media import build_media
+from harness.requests.chat import MediaURLs
+from harness.requests.media import AssetServer, build_media
 
 
 @pytest.fixture

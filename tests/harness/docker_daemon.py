@@ -6,7 +6,7 @@ from typing import Any
 
 import psutil
 
-from harness.cli.docker_orphans import owner_labels
+from harness.cli.docker import owner_labels
 
 
 def client_with_image(image: str, how_to_get_it: str) -> tuple[Any, str]:

@@ -20,18 +20,14 @@ from typing import Any
 
 import requests
 
-from harness.core.markers import TOPOLOGY_ID_ENV
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs
-from harness.judging.judge import CaseJudge
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
-from harness.runtime.launch import launch
-from harness.runtime.launched import LaunchedTopology
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
-from harness.runtime.served import POLL_S
+from harness.requests.chat import MediaURLs
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import POLL_S, LaunchedTopology, launch
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}

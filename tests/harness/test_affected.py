@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.cli.change_map import affected
+from harness.cli.affected import affected
 from harness.profiles import Profile, load_profiles
-from harness.profiles.launcher_files import files_used_by, referenced_files
+from harness.profiles.launchers import files_used_by, referenced_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EPD = "launchers/vllm/disagg_multimodal_epd.sh"
@@ -102,8 +102,8 @@ def test_profile_yaml_affects_only_its_cases(profiles: list[Profile], texts: dic
 @pytest.mark.parametrize(
     "path",
     [
-        "harness/judging/media.py",
-        "harness/runtime/plan.py",
+        "harness/requests/media.py",
+        "harness/topology/plan.py",
         "conftest.py",
         "pytest.ini",
         "tests/serve/test_serve.py",

@@ -5,12 +5,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness.judging.asset_server import (
-    AssetServer,
-    ServedRequest,
-    UnsatisfiableRange,
-    parse_byte_range,
-)
+from harness.requests.media import AssetServer, ServedRequest, UnsatisfiableRange, parse_byte_range
 
 CONTENT = bytes(range(256)) * 4  # 1024 distinct-position bytes
 

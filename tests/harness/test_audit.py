@@ -75,7 +75,7 @@ def test_encode_without_endpoint_health_is_flagged(tmp_path: Path) -> None:
 
 def test_sglang_encode_needs_no_env(tmp_path: Path) -> None:
     """dynamo.sglang's encode worker sets its own health after registering (installed source)."""
-    from harness.audit.health_source import encode_sets_own_health
+    from harness.audit.checks import encode_sets_own_health
 
     assert encode_sets_own_health("dynamo.sglang")
     assert not encode_sets_own_health("dynamo.vllm")
@@ -146,7 +146,7 @@ def test_served_model_name_mismatch_is_flagged(tmp_path: Path) -> None:
 def test_sglang_workers_are_refused_on_the_cpu_tier() -> None:
     """The role adapter, the one place that knows the tier, refuses an SGLang worker on the CPU
     tier by name (ours and a checkout's launchers alike carry no device branch)."""
-    from harness.runtime.role_adapter import Refused, adapt
+    from harness.topology.role_adapter import Refused, adapt
 
     env = {"HARNESS_DEVICE": "cpu", "HARNESS_ROLE": "worker", "HARNESS_PROFILE_MODEL": "m"}
     with pytest.raises(Refused, match=r"the CPU tier runs dynamo\.vllm workers only"):
@@ -203,7 +203,7 @@ def test_a_role_on_another_gpu_than_the_profile_places_it_is_named(tmp_path: Pat
 def test_a_gpu_position_past_the_lease_is_refused() -> None:
     """A layout that needs more GPUs than leased: the role adapter refuses the role, naming it,
     instead of starting it on no device (or the machine's GPU of that number)."""
-    from harness.runtime.role_adapter import Refused, adapt
+    from harness.topology.role_adapter import Refused, adapt
 
     env = {"HARNESS_DEVICE": "gpu", "HARNESS_ROLE": "pd", "HARNESS_GPUS": "3",
            "CUDA_VISIBLE_DEVICES": "1", "HARNESS_PROFILE_MODEL": "m"}  # fmt: skip
@@ -231,7 +231,7 @@ def test_the_xpu_launch_selects_devices_by_ze_affinity_mask(tmp_path: Path) -> N
 def test_an_sglang_multimodal_worker_that_never_registers_is_named(tmp_path: Path) -> None:
     """The second seed, read from source: the installed init_multimodal.py registers in every
     multimodal init; a copy with one registration call removed is named by function and role."""
-    from harness.audit.registration import check_sglang_registration, sglang_multimodal_source
+    from harness.audit.checks import check_sglang_registration, sglang_multimodal_source
 
     installed = sglang_multimodal_source()
     assert installed is not None

@@ -5,10 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from harness.cases.case import ServeCase, pull_in
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
-from harness.suite.baseline_selection import pull_in
-from harness.suite.serve_case import ServeCase
 
 CASES = [ServeCase(p, c, "cpu") for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
          for c in p.cases]  # fmt: skip
@@ -84,7 +83,7 @@ def test_an_id_outside_the_selection_is_a_usage_error() -> None:
 def test_each_shipped_id_alone_brings_every_baseline_it_needs_transitively() -> None:
     """Selecting any one CPU id runs it with every case whose answers it (or a case pulled in
     for it) is compared with: no pulled-in case can fail for want of a baseline."""
-    from harness.suite.baseline_selection import given, needed
+    from harness.cases.case import given, needed
 
     runnable = [sc for sc in CASES if not sc.skip_reason(None)]
     for sc in runnable:

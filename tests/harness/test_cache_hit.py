@@ -1,4 +1,4 @@
-"""The cache-hit oracle (harness/judging/cache_hit.py) on a real CPU KV-router launch: with the
+"""The cache-hit oracle (harness/oracles/serving.py) on a real CPU KV-router launch: with the
 workers' prefix cache turned off (`--no-enable-prefix-caching`, a real engine flag through the
 launcher's VLLM_EXTRA_ARGS), the repeats of the same image request miss, and the case fails with
 cause cache_miss naming the request and its hit rate. The passing side is the serve suite's own
@@ -10,15 +10,15 @@ import re
 
 import pytest
 
+from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.run import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.baselines import BaselineStore
-from harness.judging.cache_hit import RequestHit, judge_cache_hits
-from harness.judging.chat_request import MediaURLs, warmup_bodies
-from harness.judging.judge import CaseJudge
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
+from harness.oracles.serving import RequestHit, judge_cache_hits
 from harness.profiles import load_profile
-from harness.suite.pool import TopologyPool
-from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+from harness.requests.chat import MediaURLs, warmup_bodies
 
 ROUTER = REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml"
 

@@ -3,10 +3,9 @@
 import json
 from pathlib import Path
 
+from harness.cases.case import ServeCase, order_key, recorded_durations
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
-from harness.suite.case_order import order_key, recorded_durations
-from harness.suite.serve_case import ServeCase
 
 PROFILES = load_profiles(REPO_ROOT / "profiles" / "vllm", REPO_ROOT)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.__main__ import main
-from harness.judging.oracle_set import LOGPROB_TOLERANCE
+from harness.oracles.registry import LOGPROB_TOLERANCE
 
 
 def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +36,7 @@ def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_200_answer_meets_an_oracle_that_reads_its_content() -> None:
     from harness.core.paths import REPO_ROOT
-    from harness.judging.oracle_plan import case_oracles
+    from harness.oracles.registry import case_oracles
     from harness.profiles import load_profiles
 
     unread = [

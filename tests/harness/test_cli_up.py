@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.markers import TOPOLOGY_ID_ENV
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
+from harness.core.paths import TOPOLOGY_ID_ENV
+from harness.topology.processes import listening_ports, marked_processes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_PROFILES = REPO_ROOT / "tests" / "harness" / "profiles"

@@ -3,16 +3,16 @@ prompt against them, the first differing token (real tiny processors, no engine)
 
 from __future__ import annotations
 
-from harness.judging.chat_request import MediaURLs, chat_body
-from harness.judging.divergence import (
+from harness.oracles.reference import (
     ProcessorCounts,
     describe_divergence,
     first_token_difference,
+    load_processor,
     processor_counts,
     role_prompt_check,
 )
-from harness.judging.prompt_tokens import load_processor
-from harness.tiny_models import build_tiny_model
+from harness.requests.chat import MediaURLs, chat_body
+from harness.tiny_models.build import build_tiny_model
 
 
 def test_the_processor_counts_llava_image_tokens_without_cls(urls: MediaURLs) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.core.markers import CHECKOUT_ENV
-from harness.resources.ports import PortRegistry, port_is_bindable, registry_file
+from harness.core.paths import CHECKOUT_ENV
+from harness.machine.ports import PortRegistry, port_is_bindable, registry_file
 from tests.harness.docker_daemon import client_with_image, containers_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

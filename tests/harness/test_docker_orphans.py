@@ -6,7 +6,7 @@ import socket
 
 import psutil
 
-from harness.cli.docker_orphans import (
+from harness.cli.docker import (
     OWNER_HOST_LABEL,
     OWNER_LABEL,
     OWNER_STARTED_LABEL,

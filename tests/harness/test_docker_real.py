@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.cli.docker_orphans import LABEL, OWNER_LABEL
+from harness.cli.docker import LABEL, OWNER_LABEL
 from tests.harness.docker_daemon import client_with_image, containers_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -35,14 +35,14 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     overlay.write_text("OVERLAID\n")
     results = tmp_path / "results"
     script = (
-        "cat /workspace/harness/runtime/plan.py; echo token=$HF_TOKEN other=$NOT_ALLOWED; "
-        "touch /workspace/harness/runtime/plan.py 2>/dev/null || echo read-only; "
+        "cat /workspace/harness/topology/plan.py; echo token=$HF_TOKEN other=$NOT_ALLOWED; "
+        "touch /workspace/harness/topology/plan.py 2>/dev/null || echo read-only; "
         "echo ok > /results/x; exit 7"
     )
     env = {**os.environ, "HF_TOKEN": "hf_realsecret42", "NOT_ALLOWED": "leak"}
     proc = psutil.Popen(
         harness_docker(
-            "--results-dir", str(results), "--overlay", f"{overlay}:harness/runtime/plan.py",
+            "--results-dir", str(results), "--overlay", f"{overlay}:harness/topology/plan.py",
             "--command", f"sh -c '{script}'",
         ),
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

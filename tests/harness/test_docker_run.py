@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.docker_run import (
+from harness.cli.docker import (
     CACHE_TARGET,
     HF_CACHE_TARGET,
     RESULTS_TARGET,

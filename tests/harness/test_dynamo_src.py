@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from harness.cli.dynamo_patch import PatchError, defect_ids, patched_checkout, touched_files
+from harness.cli.validate import PatchError, defect_ids, patched_checkout, touched_files
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profiles
-from harness.runtime.dynamo_src import (
+from harness.topology.dynamo_src import (
     ROLE_SITE,
     DynamoSource,
     DynamoSourceError,
     import_records,
     import_records_dir,
 )
-from harness.runtime.plan import RolePlan
-from harness.runtime.readiness import RanDynamoSource
+from harness.topology.plan import RolePlan
+from harness.topology.readiness import RanDynamoSource
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 LLAVA_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
@@ -125,10 +125,10 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     """Pure plan: the wrapper with the checkout's script, the adapter's env, upstream's managed
     ports, the profile's model first; ours where the checkout lacks upstream's launcher."""
     from harness.audit.capture import fake_ports
-    from harness.core.markers import marker_env
+    from harness.core.paths import marker_env
     from harness.profiles import load_profile
-    from harness.runtime.dynamo_src import CHECKOUT_LAUNCHER
-    from harness.runtime.plan import resolve
+    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
+    from harness.topology.plan import resolve
 
     profile = load_profile(REPO_ROOT / "profiles/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
     source = checkout(tmp_path / "src")

@@ -13,22 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.markers import TOPOLOGY_ID_ENV
-from harness.core.paths import REPO_ROOT
+from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.run import TopologyPool
+from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.answer import JudgeSettings
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs, request_body, warmup_bodies
-from harness.judging.hf_reference import CPU_ENGINE_DTYPE, TOP_LOGPROBS, reference_answer
-from harness.judging.judge import CaseJudge
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import (
+    CPU_ENGINE_DTYPE,
+    TOP_LOGPROBS,
+    BaselineStore,
+    reference_answer,
+)
 from harness.profiles import load_profile
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV, import_records
-from harness.runtime.launch import launch
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
-from harness.suite.pool import TopologyPool
-from harness.suite.serve_case import CaseRecord, ServeCase, run_case
-from harness.tiny_models import build_tiny_model
+from harness.requests.chat import MediaURLs, request_body, warmup_bodies
+from harness.tiny_models.build import build_tiny_model
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV, import_records
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import (
     DECODE_NEVER_REGISTERS,
     ENCODE_NEVER_REGISTERS,

@@ -9,7 +9,7 @@ from importlib import metadata
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.resources.engine_pins import engine_pins, lock_mismatches, lock_versions
+from harness.machine.tier import engine_pins, lock_mismatches, lock_versions
 
 LOCK = REPO_ROOT / "requirements" / "cpu.lock"
 NEXT_LOCK = REPO_ROOT / "requirements" / "cpu-next.lock"

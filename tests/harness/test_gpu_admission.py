@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.case import XPU_SKIP
 from harness.core.paths import REPO_ROOT
+from harness.machine.gpus import GpuInventory
+from harness.machine.leases import shortfall
+from harness.machine.memory_plan import plan_memory
 from harness.profiles import load_profiles
-from harness.resources.gpu_inventory import GpuInventory
-from harness.resources.gpu_leases import shortfall
-from harness.resources.memory_plan import plan_memory
-from harness.suite.serve_case import XPU_SKIP
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 
@@ -28,11 +28,11 @@ WORKER = """
 import json, sys, time
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
-from harness.resources.gpu_inventory import GpuInventory
-from harness.resources.gpu_leases import GpuUnavailable, shortfall
-from harness.resources.gpu_slot import take_gpus
-from harness.resources.memory_plan import plan_memory
-from harness.suite.serve_case import XPU_SKIP
+from harness.machine.gpus import GpuInventory
+from harness.machine.leases import GpuUnavailable, shortfall
+from harness.machine.leases import take_gpus
+from harness.machine.memory_plan import plan_memory
+from harness.cases.case import XPU_SKIP
 worker, workers = int(sys.argv[1]), int(sys.argv[2])
 inventory = GpuInventory.detect()
 for rank, profile in enumerate(load_profiles(REPO_ROOT / "profiles", REPO_ROOT)):

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.resources.gpu_inventory import GIB, MIB, GpuDevice, GpuInventory
-from harness.resources.gpu_leases import (
-    GpuLeaseBroker,
-    GpuLeaseTimeout,
-    GpuUnavailable,
-    place,
-    shortfall,
+from harness.cases.case import LongestFirst
+from harness.machine.gpus import (
+    GIB,
+    MIB,
+    GpuDevice,
+    GpuInventory,
+    GpuMemoryNotReturned,
+    wait_memory_returned,
 )
-from harness.resources.gpu_memory import GpuMemoryNotReturned, wait_memory_returned
-from harness.suite.case_order import LongestFirst
+from harness.machine.leases import GpuLeaseBroker, GpuLeaseTimeout, GpuUnavailable, place, shortfall
 
 
 @pytest.fixture

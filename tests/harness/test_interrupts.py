@@ -17,9 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.core.markers import SESSION_ID_ENV
-from harness.core.paths import REPO_ROOT
-from harness.runtime.processes import marked_processes
+from harness.core.paths import REPO_ROOT, SESSION_ID_ENV
+from harness.topology.processes import marked_processes
 
 PROFILES = Path(__file__).parent / "interrupt_profiles"
 
@@ -110,7 +109,7 @@ def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Pa
     SIGTERM turned into KeyboardInterrupt by the LaunchedTopology itself."""
     session = f"script-{uuid.uuid4().hex[:8]}"
     script = (
-        "import sys\nfrom pathlib import Path\nfrom harness.runtime.launch import launch\n"
+        "import sys\nfrom pathlib import Path\nfrom harness.topology.topology import launch\n"
         "from harness.core.paths import REPO_ROOT\nfrom harness.profiles import load_profiles\n"
         "profile = load_profiles(Path(sys.argv[1]), REPO_ROOT)[0]\n"
         "with launch(profile, 'cpu', profile.cases[0]):\n    pass\n"

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.audit.gpu_env import simulated_gpu_env
-from harness.core.markers import marker_env
-from harness.core.paths import REPO_ROOT
+from harness.audit.capture import simulated_gpu_env
+from harness.core.paths import REPO_ROOT, marker_env
 from harness.profiles import Tier, load_profile
-from harness.runtime.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
-from harness.runtime.plan import port_names, resolve
-from harness.runtime.role_adapter import DRY_ENV, split_args
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
+from harness.topology.plan import port_names, resolve
+from harness.topology.role_adapter import DRY_ENV, split_args
 from tests.harness.dynamo_checkout import build_checkout
 
 PROFILE = load_profile(REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml", REPO_ROOT)

@@ -1,8 +1,8 @@
 """Imports point one way: a harness module never imports from a layer above its own.
 
-Layers, lowest first (docs/architecture.md): core, tiny_models, profiles, resources, runtime,
-judging, report, audit, suite, cli. Every import counts, lazy ones inside functions and
-TYPE_CHECKING ones included: a lazy upward import is still an upward dependency.
+Layers, lowest first (docs/architecture.md): core, tiny_models, profiles, machine, topology,
+requests, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones inside
+functions and TYPE_CHECKING ones included: a lazy upward import is still an upward dependency.
 """
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ LAYERS = (
     "core",
     "tiny_models",
     "profiles",
-    "resources",
-    "runtime",
-    "judging",
+    "machine",
+    "topology",
+    "requests",
+    "oracles",
     "report",
     "audit",
-    "suite",
+    "cases",
+    "plugin",
     "cli",
 )
 HARNESS = REPO_ROOT / "harness"
 
 
 def layer_of(module: str) -> str | None:
-    """'harness.runtime.plan' -> 'runtime'; 'harness.__main__' -> None (the entry point)."""
+    """'harness.topology.plan' -> 'runtime'; 'harness.__main__' -> None (the entry point)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
@@ -85,13 +87,13 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
 
 
 def test_an_upward_import_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The walker itself can fail: a runtime module importing the suite is named."""
+    """The walker itself can fail: a topology module importing the cases is named."""
     fake = tmp_path / "harness"
-    (fake / "runtime").mkdir(parents=True)
-    (fake / "runtime" / "bad.py").write_text(
-        "def f():\n    from harness.suite.pool import TopologyPool\n"
+    (fake / "topology").mkdir(parents=True)
+    (fake / "topology" / "bad.py").write_text(
+        "def f():\n    from harness.cases.run import TopologyPool\n"
     )
     monkeypatch.setattr(f"{__name__}.REPO_ROOT", tmp_path)
     assert upward_imports(fake) == [
-        "harness.runtime.bad:2 (runtime) imports harness.suite.pool (suite)"
+        "harness.topology.bad:2 (topology) imports harness.cases.run (cases)"
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.judging.oracles.logprobs import Step, compare_logprobs, engine_steps
+from harness.oracles.checks import Step, compare_logprobs, engine_steps
 
 MODEL = [
     Step("a", -0.5, {"a": -0.5, "b": -1.0, "c": -3.0}),

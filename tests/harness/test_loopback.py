@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.markers import TOPOLOGY_ID_ENV
+from harness.core.paths import TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
-from harness.resources.ports import PortRegistry
-from harness.runtime.launch import launch
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
+from harness.machine.ports import PortRegistry
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
 
 

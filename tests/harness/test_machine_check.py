@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.cli.machine_check import (
+from harness.cli.check import (
     Finding,
     extra_findings,
     installed_version,
@@ -22,10 +22,10 @@ from harness.cli.machine_check import (
     shim_findings,
     tier_findings,
 )
-from harness.core.markers import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
+from harness.core.paths import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
+from harness.machine.gpus import MIB, GpuDevice, GpuInventory
+from harness.machine.ports import PortRegistry
 from harness.profiles import load_profiles
-from harness.resources.gpu_inventory import MIB, GpuDevice, GpuInventory
-from harness.resources.ports import PortRegistry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIM_SCRIPT = REPO_ROOT / "scripts" / "apply_shims.py"

@@ -4,11 +4,11 @@ import importlib.util
 
 import pytest
 
+from harness.cases.case import ServeCase
 from harness.core.paths import REPO_ROOT
+from harness.machine.gpus import GpuInventory
+from harness.plugin.collection import marks_for, xdist_group_name
 from harness.profiles import load_profiles
-from harness.resources.gpu_inventory import GpuInventory
-from harness.suite.collection import marks_for, xdist_group_name
-from harness.suite.serve_case import ServeCase
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 EIGHT_H100 = GpuInventory.from_spec("8x80")

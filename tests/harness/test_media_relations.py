@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.run import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs, warmup_bodies
-from harness.judging.judge import CaseJudge
-from harness.judging.media import RED_SQUARE_RGB, render_square_png
-from harness.judging.media_relations import MediaRelation, judge_relation, relations
+from harness.oracles.judge import CaseJudge
+from harness.oracles.media import MediaRelation, judge_relation, relations
+from harness.oracles.reference import BaselineStore
 from harness.profiles import RequestSpec, load_profile
-from harness.suite.pool import TopologyPool
-from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+from harness.requests.chat import MediaURLs, warmup_bodies
+from harness.requests.media import RED_SQUARE_RGB, render_square_png
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 
@@ -83,7 +83,7 @@ def test_a_vision_tower_that_sees_nothing_is_caught(
 ) -> None:
     import safetensors.torch
 
-    from harness.tiny_models import build_tiny_model
+    from harness.tiny_models.build import build_tiny_model
 
     blind = tmp_path / "qwen3_vl-blind"
     shutil.copytree(build_tiny_model("qwen3_vl"), blind)
@@ -93,7 +93,7 @@ def test_a_vision_tower_that_sees_nothing_is_caught(
     for key in zeroed:
         weights[key].zero_()
     safetensors.torch.save_file(weights, blind / "model.safetensors", metadata={"format": "pt"})
-    monkeypatch.setattr("harness.runtime.launch.model_for", lambda profile, tier: str(blind))
+    monkeypatch.setattr("harness.topology.topology.model_for", lambda profile, tier: str(blind))
     failure = run_agg_case(urls)
     assert failure.cause == Cause.WRONG_ANSWER, failure.report()
     assert failure.message.startswith("other media: the same answer for the other image/video")

@@ -8,18 +8,20 @@ import json
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles import load_profiles
-from harness.resources.memory_plan import (
+from harness.machine.memory_plan import (
     GIB,
     EngineLimits,
+    ModelFacts,
+    config_dir,
     language_peak,
     launcher_memory_env,
+    model_facts,
     plan_memory,
     precheck_utilization,
     role_memory,
     static_fraction,
 )
-from harness.resources.model_facts import ModelFacts, config_dir, model_facts
+from harness.profiles import load_profiles
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.run import TopologyPool
 from harness.core.paths import REPO_ROOT
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs, warmup_bodies
-from harness.judging.judge import CaseJudge
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
 from harness.profiles import load_profile
-from harness.suite.pool import TopologyPool
-from harness.suite.serve_case import CaseRecord, ServeCase, run_case
+from harness.requests.chat import MediaURLs, warmup_bodies
 
 LAUNCHER = """#!/usr/bin/env bash
 # agg_twin: two aggregated workers behind the frontend's round-robin router.

@@ -9,14 +9,13 @@ import pytest
 import requests
 
 from harness.core.paths import REPO_ROOT
-from harness.judging.answer import JudgeSettings
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs
-from harness.judging.judge import CaseJudge
-from harness.judging.oracle_plan import DECLARED, case_oracles
-from harness.judging.oracle_set import ORACLES
-from harness.judging.oracles import OracleResult
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.checks import OracleResult
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
+from harness.oracles.registry import DECLARED, ORACLES, case_oracles
 from harness.profiles import load_profiles
+from harness.requests.chat import MediaURLs
 
 URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
                  "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",

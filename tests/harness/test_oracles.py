@@ -2,14 +2,14 @@ from typing import Any
 
 import pytest
 
-from harness.judging.oracles import (
+from harness.oracles.checks import (
     KeywordOracle,
     OracleResult,
     check_chat_structure,
     check_prompt_tokens,
     check_same_text,
+    first_difference,
 )
-from harness.judging.oracles.structure import first_difference
 
 
 def chat_body(content: Any = "A green square.", **usage: Any) -> dict[str, Any]:

@@ -11,17 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.case import judge_path, judge_spread
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.asset_server import AssetServer
-from harness.judging.chat_request import MediaURLs, request_body, warmup_bodies
-from harness.judging.media import build_media
-from harness.judging.path_oracle import check_path, expected_path
+from harness.oracles.serving import check_path, expected_path
 from harness.profiles import load_profile
-from harness.runtime.generate_counter import generate_requests
-from harness.runtime.launch import launch
-from harness.runtime.plan import RolePlan
-from harness.suite.serve_case import judge_path, judge_spread
+from harness.requests.chat import MediaURLs, request_body, warmup_bodies
+from harness.requests.media import AssetServer, build_media
+from harness.topology.plan import RolePlan
+from harness.topology.roles import generate_requests
+from harness.topology.topology import launch
 
 EPD = (RolePlan("encode", "worker", 1, "encode"), RolePlan("prefill", "worker", 2, "prefill"),
        RolePlan("decode", "worker", 3, "backend"))  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
-from harness.runtime.plan import launch_signature, port_names, resolve
+from harness.topology.plan import launch_signature, port_names, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 

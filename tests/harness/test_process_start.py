@@ -12,8 +12,8 @@ import pytest
 from psutil import _pslinux
 
 from harness.core.process_start import process_started
-from harness.resources.lease_file import NewLease, OwnedLease
-from harness.runtime.roles import RoleProcess
+from harness.machine.leases import NewLease, OwnedLease
+from harness.topology.roles import RoleProcess
 
 STEP_S = 3600.0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.runtime.processes import (
+from harness.topology.processes import (
     CHECKOUT_ENV,
     SESSION_PID_ENV,
     TOPOLOGY_ID_ENV,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.suite.progress import PROPERTY, Progress, write_relayed
+from harness.cases.results import PROPERTY, Progress, write_relayed
 
 
 class FakeReporter:

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from harness.judging.prompt_tokens import (
+from harness.oracles.reference import (
     decode_video_like_vllm,
     expected_prompt_tokens,
     load_processor,
     qwen3_vl_frame_indices,
     text_only_prompt_tokens,
 )
-from harness.tiny_models import build_tiny_model
+from harness.tiny_models.build import build_tiny_model
 
 PROMPT = {"type": "text", "text": "Describe what you see in one short sentence."}
 

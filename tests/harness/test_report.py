@@ -7,6 +7,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.results import result_record
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
@@ -19,8 +21,6 @@ from harness.report import (
     timeline_svg,
     validation_table,
 )
-from harness.suite.results import result_record
-from harness.suite.serve_case import CaseRecord, ServeCase
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 TIMELINE = [
@@ -39,7 +39,7 @@ def make_result(
     cause: Cause = Cause.WRONG_ANSWER,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """A record as the results writer (harness.suite.results.result_record) writes it for a case
+    """A record as the results writer (harness.cases.results.result_record) writes it for a case
     on a topology ready in 41.25 s; `test_id` and `overrides` replace its fields afterwards."""
     failing = outcome != "passed"
     topo = SimpleNamespace(

@@ -7,14 +7,14 @@ import requests
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.judging.answer import JudgeSettings
-from harness.judging.baselines import BaselineStore
-from harness.judging.chat_request import MediaURLs, chat_body, fingerprint, warmup_bodies
-from harness.judging.judge import CaseJudge
-from harness.judging.oracle_set import PromptTokens
-from harness.judging.oracles import check_prompt_tokens
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.checks import check_prompt_tokens
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
+from harness.oracles.registry import PromptTokens
 from harness.profiles import RequestSpec, load_profiles
-from harness.runtime.health import HealthSample
+from harness.requests.chat import MediaURLs, chat_body, fingerprint, warmup_bodies
+from harness.topology.roles import HealthSample
 
 URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
                  "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",

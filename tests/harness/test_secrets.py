@@ -8,8 +8,8 @@ import pytest
 
 from harness.core.secrets import REDACTED, is_secret, redact_env, scrub_text
 from harness.core.verdict import Cause, TopologyFailure
-from harness.resources.ports import PortRegistry
-from harness.runtime.launch import launch
+from harness.machine.ports import PortRegistry
+from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
 
 SECRET = "hf_DoNotLeakThis0123456789"

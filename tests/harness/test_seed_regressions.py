@@ -16,13 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.markers import TOPOLOGY_ID_ENV
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Profile, load_profile
-from harness.runtime.launch import launch
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 

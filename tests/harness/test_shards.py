@@ -11,19 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.paths import REPO_ROOT
-from harness.profiles import Tier, load_profiles
-from harness.suite.baseline_selection import given, needed
-from harness.suite.serve_case import ServeCase, cadence_cases
-from harness.suite.shards import (
+from harness.cases.case import (
     UNKNOWN_LAUNCH_SHARE,
     UNKNOWN_REQUEST_SHARE,
+    ServeCase,
     Shard,
+    cadence_cases,
     case_seconds,
+    given,
+    needed,
     plan_shards,
     units,
     write_manifest,
 )
+from harness.core.paths import REPO_ROOT
+from harness.profiles import Tier, load_profiles
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 

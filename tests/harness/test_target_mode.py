@@ -20,7 +20,7 @@ import yaml
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
-from harness.runtime.target import TargetTopology, check_target, load_target, target_plan
+from harness.topology.topology import TargetTopology, check_target, load_target, target_plan
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm]
 SECRET = "sk-test-secret-token"

@@ -15,13 +15,10 @@ import time
 import psutil
 import pytest
 
-from harness.core.markers import TOPOLOGY_ID_ENV
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.profiles import load_profile
-from harness.runtime.launch import launch
-from harness.runtime.launched import LaunchedTopology
-from harness.runtime.listeners import listening_ports
-from harness.runtime.processes import marked_processes
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import LaunchedTopology, launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 

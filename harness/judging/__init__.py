@@ -1,1 +1,0 @@
-"""Requests and their judgement: media, chat bodies, oracles, expected prompt tokens, baselines."""

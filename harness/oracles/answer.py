@@ -1,0 +1,113 @@
+"""One answer as the oracles see it: the request, what came back, and what the harness measured
+around it (the path it took, the prompt each engine role ran). Derived facts (the model
+processor's counts, the model's own answer) are computed once, when an oracle first asks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import requests
+
+from harness.oracles.checks import OracleResult
+from harness.oracles.reference import (
+    CPU_ENGINE_DTYPE,
+    BaselineStore,
+    Key,
+    ProcessorCounts,
+    Reference,
+    processor_counts,
+    reference,
+)
+from harness.oracles.serving import IMAGE_KINDS
+from harness.profiles import Profile, RequestSpec, Tier
+from harness.requests.chat import MediaURLs, fingerprint
+
+OTHER_MEDIA = "|other media"  # a baseline key's suffix: the answer with the other image/video
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Which optional oracles this session runs (all of them, unless it cannot)."""
+
+    model_answer: bool = True  # CPU: HF transformers' own answer (off for canned answers)
+    cross_topology: bool = True  # CPU: a baseline topology's answer (off for a deployed target)
+    relations: bool = True  # the media twins (off for canned answers: no launch to send them to)
+    excuse_defects: bool = True  # False: `--strict-defects`
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What decides which oracles apply to a request, before anything is sent."""
+
+    request: RequestSpec
+    tier: Tier
+    profile: Profile
+    settings: JudgeSettings = JudgeSettings()
+
+    @property
+    def expect_status(self) -> int:
+        return (self.request.gpu if self.tier == "gpu" else self.request.cpu).status
+
+    @property
+    def through_encoder(self) -> bool:
+        """The request's image travels through an encode worker (encode workers take images)."""
+        encoder = any(r.discovery_component == "encode" for r in self.profile.worker_roles)
+        return encoder and any(kind in IMAGE_KINDS for kind in self.request.media)
+
+    def key(self, topology: str | None = None, twin: bool = False) -> Key:
+        """The baseline key of this request's answer on `topology` (default: its own)."""
+        return (self.profile.stack, self.profile.model.short_name,
+                topology or self.profile.topology,
+                fingerprint(self.request) + (OTHER_MEDIA if twin else ""))  # fmt: skip
+
+
+@dataclass
+class Answer:
+    scope: Scope
+    body: dict[str, Any]
+    resp: requests.Response
+    model_dir: str
+    urls: MediaURLs
+    baselines: BaselineStore
+    signature: str
+    ran: Mapping[str, int] = field(default_factory=dict)  # prompt tokens per engine role
+    path: OracleResult | None = None  # the path check of this request, settled
+    send: Callable[[dict[str, Any]], requests.Response] | None = None  # on the same launch
+    twin_status: int | None = None  # the HTTP status of the last twin a relation sent
+    logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
+
+    @property
+    def request(self) -> RequestSpec:
+        return self.scope.request
+
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        return self.resp.json()
+
+    @cached_property
+    def content(self) -> str:
+        return content_of(self.data)
+
+    @cached_property
+    def counts(self) -> ProcessorCounts | None:
+        """The model processor's own counts (None where it cannot mirror vLLM's)."""
+        return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch)
+
+    @cached_property
+    def reference(self) -> Reference | None:
+        """The model's own greedy answer and its log-probabilities (hf_reference.py)."""
+        return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE)
+
+    @property
+    def reference_ids(self) -> list[int] | None:
+        return None if self.reference is None else self.reference.ids
+
+
+def content_of(data: dict[str, Any]) -> str:
+    try:
+        return str(data["choices"][0]["message"]["content"] or "")
+    except (KeyError, IndexError, TypeError):
+        return ""

@@ -1,0 +1,102 @@
+"""Judge one answer: every declared oracle that applies (oracle_set.py), in order; raise a named
+failure at the first that fails. A request's declared upstream defect says how its oracles must
+come out (`held`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.oracles.answer import Answer, JudgeSettings, Scope
+from harness.oracles.checks import OracleResult
+from harness.oracles.reference import BaselineStore
+from harness.oracles.registry import Oracle, OtherMedia, applicable, media_blind_why
+from harness.profiles import Profile, RequestSpec, Tier
+from harness.requests.chat import MediaURLs
+
+DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
+
+
+@dataclass
+class CaseJudge:
+    profile: Profile
+    tier: Tier
+    model_dir: str
+    urls: MediaURLs
+    baselines: BaselineStore
+    signature: str
+    settings: JudgeSettings = field(default_factory=JudgeSettings)
+    content_passed: int = 0  # oracles that read an answer's content and vouched for it
+
+    def scope(self, request: RequestSpec) -> Scope:
+        return Scope(request, self.tier, self.profile, self.settings)
+
+    def answer(self, request: RequestSpec, body: dict, resp: object, **seen: object) -> Answer:
+        """The answer to `request` as the oracles see it (`seen`: ran, path, send)."""
+        return Answer(self.scope(request), body, resp, self.model_dir, self.urls,  # type: ignore[arg-type]
+                      self.baselines, self.signature, **seen)  # type: ignore[arg-type]  # fmt: skip
+
+    def judge(self, answer: Answer) -> list[str]:
+        """Checks that held, one line each; raises TopologyFailure at the first that fails."""
+        lines = []
+        if self.tier == "cpu" and answer.scope.expect_status == answer.resp.status_code == 200:
+            self.baselines.record(answer.scope.key(), self.signature, answer.content)
+        for oracle in applicable(answer.scope):
+            result = oracle.check(answer)
+            try:
+                lines.append(self.held(answer, oracle, result))
+            except TopologyFailure as failure:
+                raise self.explained(failure, answer, oracle) from None
+            if oracle.reads_content and result.passed and result.vouches:
+                self.content_passed += 1
+        return lines
+
+    def held(self, answer: Answer, oracle: Oracle, result: OracleResult) -> str:
+        """The line of an oracle that held, where a request's declared defect says how it must
+        come out. Raises where it did not: a failing oracle, or a declared defect that no longer
+        shows (the defect is gone: remove the declaration)."""
+        prefix = oracle.prefix
+        defect = answer.request.cpu.known_defect if self.tier == "cpu" else None
+        if defect is None or oracle.defect not in defect.oracles:
+            return self.must(result, prefix, oracle.failure_cause(answer))
+        if not self.settings.excuse_defects:  # judged as if undeclared; a failure names it
+            if result.passed:
+                return prefix + result.detail
+            raise fail(Cause.WRONG_ANSWER, f"{prefix}{result.detail} [{defect.describe()}]")
+        if result.passed:
+            raise fail(
+                Cause.WRONG_ANSWER,
+                f"{prefix}{result.detail}, but the profile declares upstream defect {defect.id} "
+                f"here ({oracle.defect} must fail while it shows): it no longer shows; remove the "
+                "known_defect declaration",
+            )
+        return f"{prefix}upstream defect {defect.id} holds: {result.detail[:DETAIL_CHARS]}"
+
+    @staticmethod
+    def must(result: OracleResult, prefix: str = "", cause: Cause = Cause.WRONG_ANSWER) -> str:
+        if not result.passed:
+            raise fail(cause, prefix + result.detail)
+        return prefix + result.detail
+
+    def explained(
+        self, failure: TopologyFailure, answer: Answer, oracle: Oracle
+    ) -> TopologyFailure:
+        """A wrong answer to an image that went through an encode worker, with what the other
+        image answers there: an encoder whose embeddings ignore the image (pixels normalised
+        twice, say) shows as "the encode worker's answers do not depend on the image while the
+        aggregated path's do", not as a bare wrong_answer."""
+        twin = OtherMedia()
+        if (self.tier != "cpu" or failure.cause != Cause.WRONG_ANSWER
+                or isinstance(oracle, OtherMedia)
+                or not answer.scope.through_encoder or not twin.applies(answer.scope)
+                or answer.send is None):  # fmt: skip
+            return failure
+        result = twin.check(answer)
+        if result.passed or answer.twin_status != 200 or not media_blind_why(answer):
+            return failure
+        why = media_blind_why(answer).removeprefix("; ")
+        return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)
+
+
+def fail(cause: Cause, message: str) -> TopologyFailure:
+    return TopologyFailure(cause, message, Evidence(phase="request"))

@@ -1,0 +1,412 @@
+"""CPU-tier oracle: the `usage.prompt_tokens` vLLM should report, computed with the model's own
+HF processor (chat template -> processor(text, images, videos) -> len(input_ids)).
+
+Video: vLLM decodes and samples frames itself before its HF processor sees them. For
+Qwen3-VL (`Qwen3VLVideoProcessor`) this module mirrors vLLM's `qwen3_vl` video loader (0.31,
+the pinned engine; 0.32 samples alike)
+(OpenCV decode; `n = int(total / fps * 2)`, clamped to [4, 768] and to `total`; indices
+`linspace(0, total - 1, n).round()`) and hands the processor those frames with their metadata
+(`do_sample_frames=False`), so the frame count and the per-frame timestamp text match exactly.
+For any other video processor vLLM's generic loader samples with different rules (32 frames, no
+fps metadata), which this module does not reproduce: `expected_prompt_tokens` returns None then.
+
+The model's own answer: Hugging Face transformers `generate` on the same tiny checkpoint, on
+the raw media, greedy, with the model's own chat template, processor, feature layer and feature
+selection (prompt_tokens.py). Nothing in it follows the code under test.
+
+This is the CPU tier's independent reference: a topology whose answers agree with each other but
+not with the model itself (an encoder selecting the wrong features in every topology) disagrees
+with it. Every request is compared with it whatever path its media travels (agg, the encode
+worker, the prefill worker's own video decoding). Measured on both tiny models in float32
+(24-100 tokens, text, image URL/base64, video, image+video): vLLM's answers equal it character
+for character, so the rule is exact equality of the text. A path that computes something else
+shows as a declared upstream defect (profiles' `known_defect`, docs/upstream-defects.md).
+
+Outputs recorded per launch in this session, for cross-topology equality checks.
+
+Why an answer is not the model's own: where the input each role ran departs from the model's.
+
+Three facts, each read from something the code under test does not compute:
+- the media tokens: `usage.prompt_tokens` minus the text the model's processor counts, against
+  the processor's own media-token count (LLaVA-1.5 through Dynamo 1.6.1's encode worker: 65
+  against 64, the CLS row kept);
+- each engine role's prompt, from its own `vllm:prompt_tokens_total` (generate_counter.py): an
+  E/P/D decode worker that runs a prompt of another length than the prefill whose KV it
+  imported (prefill 115, decode 114) names the role whose input diverged;
+- the first answer token that differs from the model's own greedy answer."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from harness.oracles.checks import OracleResult, Step
+
+if TYPE_CHECKING:
+    import numpy as np
+    from transformers import ProcessorMixin
+    from transformers.video_utils import VideoMetadata
+
+
+MediaFetcher = Callable[[str], bytes]
+# vLLM `Qwen3VLVideoBackend` defaults (vllm/multimodal/video.py, 0.31 and 0.32 alike).
+QWEN3_VL_FPS, QWEN3_VL_MIN_FRAMES, QWEN3_VL_MAX_FRAMES, UNKNOWN_FPS = 2.0, 4, 768, 24.0
+
+
+@lru_cache(maxsize=8)
+def load_processor(model_dir: str) -> ProcessorMixin:
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(model_dir)
+
+
+def media_bytes(url: str, media: MediaFetcher | None) -> bytes:
+    """Raw bytes behind a data: (base64), file:// or http(s) URL (the last via `media`)."""
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        if not header.endswith(";base64"):
+            raise ValueError(f"only base64 data URLs are supported, got {header!r}")
+        return base64.b64decode(payload, validate=True)
+    if url.startswith("file://"):
+        return Path(unquote(urlparse(url).path)).read_bytes()
+    if media is None:
+        raise ValueError(f"no media fetcher given for {url!r}")
+    return media(url)
+
+
+def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
+    """vLLM 0.31's `Qwen3VLVideoBackend.compute_frames_index_to_sample` at its defaults.
+    Example: 10 frames at 10 fps -> int(1 s * 2) = 2, raised to 4 -> [0, 3, 6, 9]."""
+    import numpy as np
+
+    num = int(total / fps * QWEN3_VL_FPS)
+    num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
+    return np.linspace(0, total - 1, num).round().astype(int).tolist()
+
+
+def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
+    """Decode and sample as vLLM 0.31's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
+    import cv2
+    import cv2.videoio_registry as registry
+    import numpy as np
+    from transformers.video_utils import VideoMetadata
+
+    api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
+    stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
+    cap = cv2.VideoCapture(stream, api, [])
+    if not cap.isOpened():
+        raise ValueError("could not open video stream")
+    try:
+        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        # vLLM trusts an end-of-stream seek over the header when an mp4 edit list hides frames.
+        if total > 0 and cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):
+            visible = int(cap.get(cv2.CAP_PROP_POS_FRAMES))
+            at_end = not cap.grab()
+            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            if at_end and 0 < visible < total - 1:
+                total = visible
+        fps = cap.get(cv2.CAP_PROP_FPS) or UNKNOWN_FPS
+        wanted = set(qwen3_vl_frame_indices(total, fps))
+        frames, indices = [], []
+        for idx in range(max(wanted) + 1):
+            if not cap.grab():
+                continue
+            if idx in wanted:
+                ok, frame = cap.retrieve()
+                if ok:
+                    frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+                    indices.append(idx)
+    finally:
+        cap.release()
+    metadata = VideoMetadata(
+        total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices
+    )
+    return np.stack(frames), metadata
+
+
+def split_messages(
+    messages: list[dict[str, Any]], keep_media: bool
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """OpenAI messages -> HF chat messages (`{"type": "image"}` parts, as vLLM renders them),
+    plus the image and video URLs in order of appearance."""
+    converted, images, videos = [], [], []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            converted.append({"role": message["role"], "content": content or ""})
+            continue
+        parts = []
+        for part in content:
+            kind = part["type"]
+            if kind == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            elif kind in ("image_url", "video_url") and keep_media:
+                media_kind = kind.removesuffix("_url")
+                (images if media_kind == "image" else videos).append(part[kind]["url"])
+                parts.append({"type": media_kind})
+            elif kind not in ("image_url", "video_url"):
+                raise ValueError(f"unsupported content part type {kind!r}")
+        converted.append({"role": message["role"], "content": parts})
+    return converted, images, videos
+
+
+def processor_inputs(
+    model_dir: Path | str, messages: list[dict], media: MediaFetcher | None = None
+) -> Any | None:
+    """The model's own HF processor outputs for OpenAI chat `messages` (chat template, then the
+    processor on text, images and videos decoded as vLLM decodes them), as torch tensors.
+    None: the request has video and the model's video sampling is not mirrored (module doc)."""
+    from PIL import Image
+
+    processor = load_processor(str(Path(model_dir)))
+    chat, image_urls, video_urls = split_messages(messages, keep_media=True)
+    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    kwargs: dict[str, Any] = {}
+    if image_urls:
+        kwargs["images"] = [
+            Image.open(io.BytesIO(media_bytes(url, media))).convert("RGB") for url in image_urls
+        ]
+    if video_urls:
+        video_processor = getattr(processor, "video_processor", None)
+        if video_processor is None:
+            raise ValueError(f"{Path(model_dir).name} takes no video (vLLM answers 400)")
+        if type(video_processor).__name__ != "Qwen3VLVideoProcessor":
+            return None
+        decoded = [decode_video_like_vllm(media_bytes(url, media)) for url in video_urls]
+        kwargs["videos"] = [frames for frames, _ in decoded]
+        kwargs["video_metadata"] = [metadata for _, metadata in decoded]
+        kwargs["do_sample_frames"] = False
+    return processor(text=[prompt], add_special_tokens=False, return_tensors="pt", **kwargs)
+
+
+def expected_prompt_tokens(
+    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None
+) -> int | None:
+    """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
+
+    `media(url)` returns the bytes behind an http(s) URL; data: and file:// URLs are read here.
+    None: the request has video and the model's video sampling is not mirrored (module doc).
+    Example: expected_prompt_tokens(qwen_dir, [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
+        {"type": "text", "text": "Describe it."}]}]) -> 42
+    """
+    inputs = processor_inputs(model_dir, messages, media)
+    return None if inputs is None else int(inputs["input_ids"].shape[1])
+
+
+def text_only_prompt_tokens(model_dir: Path, messages: list[dict]) -> int:
+    """Prompt tokens for the same `messages` with every image / video part removed."""
+    processor = load_processor(str(Path(model_dir)))
+    chat, _, _ = split_messages(messages, keep_media=False)
+    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    return len(processor.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+
+# The dtype every CPU-tier model computation runs in: the engines (launchers/lib/cpu_engine_args,
+# which the role adapter gives every CPU role) and the checkpoints (tiny_models/checkpoint.py).
+CPU_ENGINE_DTYPE = "float32"
+# How many alternatives each generated token's log-probability comes with, on both sides: as
+# vLLM's own model tests compare an engine with transformers (check_logprobs_close, 5 there too).
+TOP_LOGPROBS = 5
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The model's own greedy answer: its token ids and, per token, the raw (unprocessed)
+    log-probabilities, as vLLM returns them (its default logprobs mode, raw_logprobs)."""
+
+    ids: list[int]
+    steps: list[Step]
+
+
+@lru_cache(maxsize=4)
+def load_model(model_dir: str, dtype: str) -> Any:
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=getattr(torch, dtype))
+    return model.eval()
+
+
+def reference_answer(
+    model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
+) -> str | None:
+    """The greedy answer to an OpenAI chat `body` (its messages and max_tokens), as text.
+    None where processor_inputs cannot mirror vLLM's preprocessing."""
+    ids = reference_token_ids(model_dir, body, media, dtype)
+    if ids is None:
+        return None
+    return load_processor(str(model_dir)).tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def reference_token_ids(
+    model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
+) -> list[int] | None:
+    """The model's own greedy answer as token ids (see reference_answer)."""
+    found = reference(model_dir, body, media, dtype)
+    return None if found is None else found.ids
+
+
+def reference(
+    model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
+) -> Reference | None:
+    """One greedy `generate` on the raw media: the answer's ids and each token's top
+    TOP_LOGPROBS log-probabilities. None where processor_inputs cannot mirror vLLM's."""
+    import torch
+
+    inputs = processor_inputs(model_dir, body["messages"], media)
+    if inputs is None:
+        return None
+    model = load_model(str(model_dir), dtype)
+    inputs = {
+        k: v.to(getattr(torch, dtype)) if torch.is_floating_point(v) else v
+        for k, v in inputs.items()
+    }
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=body["max_tokens"], do_sample=False,
+                             output_logits=True, return_dict_in_generate=True)  # fmt: skip
+    ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+    tokenizer = load_processor(str(model_dir)).tokenizer
+
+    def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
+        return tokenizer.decode([token], skip_special_tokens=True)
+
+    steps = []
+    for token, logits in zip(ids, out.logits, strict=True):
+        logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+        top = torch.topk(logprobs, TOP_LOGPROBS)
+        steps.append(Step(
+            text(token), float(logprobs[token]),
+            {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
+        ))  # fmt: skip
+    return Reference(ids, steps)
+
+
+Key = tuple[str, str, str, str]  # (stack, model, topology, request fingerprint)
+
+
+@dataclass
+class BaselineStore:
+    """The first answer per key and the launch signature that gave it."""
+
+    answers: dict[Key, tuple[str, str]] = field(default_factory=dict)
+
+    def record(self, key: Key, signature: str, content: str) -> None:
+        self.answers.setdefault(key, (signature, content))
+
+    def get(self, key: Key, other_than: str) -> str | None:
+        """The recorded answer, unless it came from `other_than` (a check against itself)."""
+        found = self.answers.get(key)
+        if found is None or found[0] == other_than:
+            return None
+        return found[1]
+
+
+@dataclass(frozen=True)
+class ProcessorCounts:
+    """The model processor's own counts for one request."""
+
+    prompt: int  # every prompt token
+    media: int  # image and video placeholder tokens among them
+
+    def media_implied(self, prompt_tokens: int) -> int:
+        """Media tokens a reported prompt length implies, the text being the processor's."""
+        return prompt_tokens - (self.prompt - self.media)
+
+
+def processor_counts(
+    model_dir: Path | str, messages: list[dict[str, Any]], media: MediaFetcher
+) -> ProcessorCounts | None:
+    """None where the processor cannot mirror vLLM's preprocessing (prompt_tokens.py)."""
+    inputs = processor_inputs(model_dir, messages, media)
+    if inputs is None:
+        return None
+    processor = load_processor(str(model_dir))
+    ids = inputs["input_ids"][0].tolist()
+    tokens = (getattr(processor, "image_token", None), getattr(processor, "video_token", None))
+    placeholders = {processor.tokenizer.convert_tokens_to_ids(t) for t in tokens if t}
+    return ProcessorCounts(len(ids), sum(1 for i in ids if i in placeholders))
+
+
+def role_prompt_check(
+    ran: Mapping[str, int], counts: ProcessorCounts, through_encoder: bool = False
+) -> OracleResult:
+    """Every engine role ran the prompt the model's processor builds: prefill and decode (or the
+    encoder's embeddings and the processor) agree on the request's media tokens. Example:
+    "prefill and decode disagree on the request's media tokens: prefill ran 65 (115 prompt
+    tokens), decode 64 (114); the model's processor places 64 (114): the input of prefill
+    diverged"."""
+    if not ran:
+        return OracleResult(True, "no engine role reported its prompt")
+    each = ", ".join(
+        f"{role} {counts.media_implied(n)} ({n} prompt tokens)" for role, n in ran.items()
+    )
+    off = sorted(role for role, n in ran.items() if n != counts.prompt)
+    if not off:
+        return OracleResult(True, f"every role ran the model's prompt ({each})")
+    if len(set(ran.values())) > 1:
+        lead = f"{' and '.join(ran)} disagree on the request's media tokens"
+    elif through_encoder:
+        lead = "the encoder's embeddings and the model's processor disagree on the media tokens"
+    else:
+        lead = "the roles' prompt differs from the model's"
+    return OracleResult(
+        False,
+        f"{lead}: {each}; the model's processor places {counts.media} ({counts.prompt}): the "
+        f"input of {', '.join(off)} diverged",
+    )
+
+
+def first_token_difference(
+    tokenizer: Any, answer: str, reference_ids: list[int]
+) -> tuple[int, str, str] | None:
+    """(index, the answer's token, the model's token) at the first answer token that differs from
+    the model's own, the answer re-tokenized; None when the tokens agree."""
+    got = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    want = [i for i in reference_ids if i not in tokenizer.all_special_ids]
+    for index, (a, b) in enumerate(zip(got, want, strict=False)):
+        if a != b:
+            return index, tokenizer.decode([a]), tokenizer.decode([b])
+    if len(got) == len(want):
+        return None
+    index = min(len(got), len(want))
+    return index, _token_at(tokenizer, got, index), _token_at(tokenizer, want, index)
+
+
+def _token_at(tokenizer: Any, ids: list[int], index: int) -> str:
+    return tokenizer.decode(ids[index : index + 1]) or "<end>"
+
+
+def describe_divergence(
+    model_dir: Path | str,
+    answer: str,
+    reference_ids: list[int],
+    prompt_tokens: int | None,
+    counts: ProcessorCounts | None,
+    ran: Mapping[str, int],
+) -> str:
+    """One line: the first differing token, the media tokens the usage implies against the
+    processor's, each engine role's prompt. Example: "differs from the model's own answer; first
+    differing token #0: 'der' where the model says 'red'; media tokens disagree: usage implies
+    65, the processor counts 64; prompt tokens ran: prefill 115, decode 114 (processor 114)"."""
+    tokenizer = load_processor(str(model_dir)).tokenizer
+    parts = ["differs from the model's own answer"]
+    diff = first_token_difference(tokenizer, answer, reference_ids)
+    if diff is not None:
+        parts.append(f"first differing token #{diff[0]}: {diff[1]!r} where the model says "
+                     f"{diff[2]!r}")  # fmt: skip
+    if counts is not None and prompt_tokens is not None and counts.media:
+        implied = counts.media_implied(prompt_tokens)
+        verdict = "agree" if implied == counts.media else "disagree"
+        parts.append(f"media tokens {verdict}: usage implies {implied}, the processor counts "
+                     f"{counts.media}")  # fmt: skip
+    if ran and counts is not None:
+        shown = ", ".join(f"{role} {n}" for role, n in ran.items())
+        parts.append(f"prompt tokens ran: {shown} (processor {counts.prompt})")
+    return "; ".join(parts)

@@ -1,0 +1,394 @@
+"""What an oracle is, as a declared value (testcontainers' wait strategies, xdist's scheduler
+protocol): when it applies, whether it reads the answer's content, its check and the cause it
+fails with. The judge, the serve case and `harness list` loop over the same list
+(harness/oracles/registry.py), so what `list` prints is what runs.
+
+The oracles, as declared values, in the order they judge an answer. The judge runs
+`applicable(scope)`; `harness list` prints the same list's labels, so what it prints is what
+runs. Each class only adapts a pure check (oracles/, divergence.py, media_relations.py) to an
+`Answer`; what reads the answer's content (`reads_content`) is what may vouch for it.
+
+Which oracles judge each request of a case, by tier, before anything runs: the labels of the
+same declared oracles the judge runs (oracle_set.py), for `harness list` and for the rule that
+every 200 answer meets an oracle that reads its content. An oracle a declared upstream defect
+says must fail is listed as such and does not vouch for the content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import requests
+
+from harness.core.verdict import Cause
+from harness.oracles.answer import Answer, Scope, content_of
+from harness.oracles.checks import (
+    KeywordOracle,
+    OracleResult,
+    check_chat_structure,
+    check_prompt_tokens,
+    check_same_text,
+    compare_logprobs,
+    engine_steps,
+    excerpt,
+)
+from harness.oracles.media import judge_relation, relation_kinds, relations
+from harness.oracles.reference import (
+    TOP_LOGPROBS,
+    describe_divergence,
+    load_processor,
+    role_prompt_check,
+)
+from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+
+if TYPE_CHECKING:
+    from harness.oracles.answer import Answer, Scope
+    from harness.oracles.checks import OracleResult
+
+
+class Oracle:
+    """One check of one answer. Subclasses set `name` and implement `applies` and `check`."""
+
+    name: ClassVar[str]  # as `harness list` prints it (see `label`)
+    reads_content: ClassVar[bool] = False  # vouches for what the answer says, not its shape
+    # the name a profile's `known_defect.oracles` declares it under, if it may be declared
+    defect: ClassVar[str | None] = None
+    cause: ClassVar[Cause] = Cause.WRONG_ANSWER
+    prefix: ClassVar[str] = ""  # its result lines start with this
+
+    def applies(self, scope: Scope) -> bool:
+        raise NotImplementedError
+
+    def label(self, scope: Scope) -> str:
+        return self.name
+
+    def check(self, answer: Answer) -> OracleResult:
+        raise NotImplementedError
+
+    def failure_cause(self, answer: Answer) -> Cause:
+        return self.cause
+
+
+SHORT = 40  # characters of an answer quoted inside a diagnosis
+# 10x the largest |engine - model| log-probability measured over every shipped CPU case whose
+# path computes what the model does, float32 on both sides (3.07e-05, Qwen3-VL image requests,
+# agg and E/PD and E/P/D alike); 10x under the smallest real corruption measured (the encode
+# worker's bfloat16 vision tower, 3.07e-03). Measurements: docs/design-deviations.md, issue 29.
+LOGPROB_TOLERANCE = 3e-4
+
+
+class Status(Oracle):
+    """The HTTP status the request expects; a refusal names the error it must name."""
+
+    name = "status"
+
+    def applies(self, scope: Scope) -> bool:
+        return True
+
+    def label(self, scope: Scope) -> str:
+        status = scope.expect_status
+        return f"HTTP {status} naming the error" if status != 200 else "status 200"
+
+    def check(self, answer: Answer) -> OracleResult:
+        expect = answer.request.gpu if answer.scope.tier == "gpu" else answer.request.cpu
+        resp = answer.resp
+        if resp.status_code != expect.status:
+            got = f"HTTP {resp.status_code}, expected {expect.status}"
+            return OracleResult(False, f"{got}: {resp.text[:300]}")
+        needle = expect.error_contains
+        if expect.status != 200 and needle and needle.lower() not in resp.text.lower():
+            return OracleResult(False, f"error body lacks {needle!r}: {resp.text[:300]}")
+        return OracleResult(True, f"HTTP {resp.status_code} as expected")
+
+    def failure_cause(self, answer: Answer) -> Cause:
+        expected_ok = answer.scope.expect_status == 200
+        return Cause.HTTP_ERROR if expected_ok and answer.resp.status_code != 200 else self.cause
+
+
+class Answered(Oracle):
+    """An oracle of a 200 answer (a refusal's content is not judged)."""
+
+    tier: str | None = None  # the tier it belongs to; None: both
+
+    def applies(self, scope: Scope) -> bool:
+        return scope.expect_status == 200 and self.tier in (None, scope.tier)
+
+
+class Structure(Answered):
+    name = "structure"
+
+    def check(self, answer: Answer) -> OracleResult:
+        return check_chat_structure(answer.resp.status_code, answer.data)
+
+
+class Keywords(Answered):
+    """GPU: the answer names what the media shows (whole words, denials do not count)."""
+
+    name = "keywords"
+    tier = "gpu"
+    reads_content = True
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and bool(scope.request.gpu.all_of or scope.request.gpu.any_of)
+
+    def label(self, scope: Scope) -> str:
+        return f"names {[*scope.request.gpu.all_of, *scope.request.gpu.any_of]}"
+
+    def check(self, answer: Answer) -> OracleResult:
+        gpu = answer.request.gpu
+        return KeywordOracle(all_of=gpu.all_of, any_of=gpu.any_of).check(answer.content)
+
+
+class PromptTokens(Answered):
+    """CPU: `usage.prompt_tokens` is the model's own HF processor count."""
+
+    name = "prompt tokens"
+    tier = "cpu"
+    defect = "prompt_tokens"
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.request.cpu.prompt_tokens
+
+    def check(self, answer: Answer) -> OracleResult:
+        if answer.counts is None:
+            return OracleResult(False, "cannot compute expected prompt tokens here")
+        return check_prompt_tokens(answer.data, answer.counts.prompt)
+
+
+class RolePrompts(Answered):
+    """CPU: every engine role ran the prompt the model's processor builds (its own counter)."""
+
+    name = "role prompts"
+    tier = "cpu"
+    defect = "role_prompts"
+
+    def check(self, answer: Answer) -> OracleResult:
+        if not answer.ran or answer.counts is None:
+            return OracleResult(True, "no engine role reported its prompt", vouches=False)
+        return role_prompt_check(answer.ran, answer.counts, answer.scope.through_encoder)
+
+
+class ModelAnswer(Answered):
+    """CPU: the answer is the model's own (HF transformers on the raw media, hf_reference.py),
+    whatever path the request took; where it is not, where the input departed."""
+
+    name = "matches the model's own answer"
+    tier = "cpu"
+    reads_content = True
+    defect = "hf_reference"
+    prefix = "matches the model's own answer: "
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.settings.model_answer
+
+    def check(self, answer: Answer) -> OracleResult:
+        ids = answer.reference_ids
+        if ids is None:
+            return OracleResult(True, "no reference computable for this media", vouches=False)
+        reference = load_processor(answer.model_dir).tokenizer.decode(ids, skip_special_tokens=True)
+        model_says = {"choices": [{"message": {"content": reference}}]}
+        result = check_same_text(answer.data, model_says, label="the model's answer")
+        if result.passed:
+            return result
+        prompt = (answer.data.get("usage") or {}).get("prompt_tokens")
+        why = describe_divergence(answer.model_dir, answer.content, ids, prompt, answer.counts,
+                                  answer.ran)  # fmt: skip
+        counts = answer.counts
+        agree = counts is not None and prompt == counts.prompt
+        if (
+            answer.scope.through_encoder
+            and agree
+            and counts is not None
+            and all(n == counts.prompt for n in answer.ran.values())
+        ):
+            why += ("; the lengths agree, so the values differ: the encode worker's embeddings "
+                    "are not the model's vision features")  # fmt: skip
+        return OracleResult(False, f"{why}; {result.detail}")
+
+
+class LogProbs(Answered):
+    """CPU: each token's log-probability and top-k are the model's own (hf_reference.py), within
+    a tolerance float32 on both sides leaves (LOGPROB_TOLERANCE), whatever path the request
+    took: catches a small numeric corruption the greedy text survives."""
+
+    name = "log-probabilities"
+    tier = "cpu"
+    reads_content = True
+    defect = "logprobs"
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.settings.model_answer
+
+    def label(self, scope: Scope) -> str:
+        return f"logprobs within {LOGPROB_TOLERANCE:g} of the model's own, top-{TOP_LOGPROBS}"
+
+    def check(self, answer: Answer) -> OracleResult:
+        reference = answer.reference
+        if reference is None:
+            return OracleResult(True, "no reference computable for this media", vouches=False)
+        engine = engine_steps(answer.data, special_tokens(answer.model_dir))
+        if engine is None:
+            return OracleResult(False, f"the answer carries no logprobs (asked for "
+                                f"top_logprobs={TOP_LOGPROBS})")  # fmt: skip
+        verdict = compare_logprobs(engine, reference.steps, LOGPROB_TOLERANCE)
+        answer.logprob_gap = verdict.gap
+        return OracleResult(verdict.result.passed, f"log-probabilities: {verdict.result.detail}")
+
+
+class SameAs(Answered):
+    """CPU: the answer equals a baseline topology's answer to the same request this session."""
+
+    name = "same as"
+    tier = "cpu"
+    reads_content = True
+
+    def applies(self, scope: Scope) -> bool:
+        cpu = scope.request.cpu
+        return super().applies(scope) and bool(cpu.same_as) and scope.settings.cross_topology
+
+    def label(self, scope: Scope) -> str:
+        return f"same as {scope.request.cpu.same_as}"
+
+    def check(self, answer: Answer) -> OracleResult:
+        wanted = answer.request.cpu.same_as
+        baseline = answer.baselines.get(answer.scope.key(wanted), other_than=answer.signature)
+        if baseline is None:
+            model = answer.scope.profile.model.short_name
+            return OracleResult(False, f"same as {wanted}: no {wanted} baseline recorded in this "
+                                f"session for this request; run the {wanted} profile of {model} "
+                                "too")  # fmt: skip
+        result = check_same_text(answer.data, {"choices": [{"message": {"content": baseline}}]})
+        return OracleResult(result.passed, f"same as {wanted}: {result.detail}")
+
+
+class Path(Answered):
+    """The roles that served the request are the ones its topology and media say must
+    (path_oracle.py; each role's own request counter, settled before judging)."""
+
+    name = "path"
+    cause = Cause.WRONG_PATH
+
+    def check(self, answer: Answer) -> OracleResult:
+        if answer.path is None:
+            return OracleResult(True, "path not observed (no counters)", vouches=False)
+        return answer.path
+
+
+class Relation(Answered):
+    """A metamorphic twin of the request, sent on the same launch (media_relations.py)."""
+
+    relation: str  # the relation's name in media_relations.relations
+
+    def applies(self, scope: Scope) -> bool:
+        kinds = relation_kinds(scope.request, scope.tier)
+        return super().applies(scope) and scope.settings.relations and self.relation in kinds
+
+    def check(self, answer: Answer) -> OracleResult:
+        twin = next(r for r in relations(answer.request, answer.urls, answer.scope.tier)
+                    if r.name == self.relation)  # fmt: skip
+        assert answer.send is not None, "relations need the launch to send to"
+        resp = answer.send(twin.body)
+        derived = answer_text(resp)
+        result = judge_relation(twin, answer.content, resp.status_code, derived)
+        if resp.status_code == 200 and twin.same is False and answer.scope.tier == "cpu":
+            answer.baselines.record(answer.scope.key(twin=True), answer.signature, derived)
+            if not result.passed:
+                result = OracleResult(False, result.detail + media_blind_why(answer))
+        answer.twin_status = resp.status_code
+        return result
+
+    def failure_cause(self, answer: Answer) -> Cause:
+        return Cause.HTTP_ERROR if answer.twin_status not in (None, 200) else self.cause
+
+
+class OtherMedia(Relation):
+    """The other image/video answers differently (CPU) or names what it shows (GPU)."""
+
+    name = "other media"
+    relation = "other media"
+    reads_content = True
+    defect = "other_media"
+
+    def label(self, scope: Scope) -> str:
+        if scope.tier == "gpu":
+            return f"other media names {scope.request.gpu.alt_any_of}"
+        return "other media answers differently"
+
+
+class OtherTransport(Relation):
+    """CPU: the same media by the other transport (URL and base64) answers the same."""
+
+    name = "other transport answers the same"
+    relation = "other transport"
+    reads_content = True
+    tier = "cpu"
+
+
+def special_tokens(model_dir: str) -> set[str]:
+    """The tokenizer's special tokens by name (added ones, e.g. <|vision_pad|>, included)."""
+    tokenizer = load_processor(model_dir).tokenizer
+    added = getattr(tokenizer, "added_tokens_decoder", {}).values()
+    return {*tokenizer.all_special_tokens, *(t.content for t in added if t.special)}
+
+
+def answer_text(resp: requests.Response) -> str:
+    return content_of(resp.json()) if resp.status_code == 200 else resp.text[:300]
+
+
+def media_blind_why(answer: Answer) -> str:
+    """Where a request's image travels through an encode worker and the other image answers
+    alike: whether the aggregated path's answers to the same two requests differ (then the
+    encoder's embeddings, not the model, ignore the image)."""
+    scope = answer.scope
+    if not scope.through_encoder:
+        return ""
+    agg = answer.baselines.get(scope.key("agg"), other_than=answer.signature)
+    twin = answer.baselines.get(scope.key("agg", twin=True), other_than=answer.signature)
+    if agg is None or twin is None:
+        return "; no aggregated answer to the same two requests in this session to compare"
+    if agg == twin:
+        return "; the aggregated path answers both images alike too"
+    return ("; the encode worker's answers do not depend on the image while the aggregated "
+            f"path's do (agg: {excerpt(agg, SHORT)} for this image, {excerpt(twin, SHORT)} for "
+            "the other)")  # fmt: skip
+
+
+ORACLES: tuple[Oracle, ...] = (
+    Status(), Structure(), Keywords(), PromptTokens(), RolePrompts(), ModelAnswer(), LogProbs(),
+    SameAs(), Path(), OtherMedia(), OtherTransport(),
+)  # fmt: skip
+
+
+def applicable(scope: Scope) -> list[Oracle]:
+    """The oracles that judge this request, in order."""
+    return [oracle for oracle in ORACLES if oracle.applies(scope)]
+
+
+DECLARED = " (fails: declared upstream defect)"
+
+
+@dataclass(frozen=True)
+class RequestOracles:
+    status: int
+    labels: tuple[str, ...]  # every oracle that judges it, in order
+    content: tuple[str, ...]  # those of them that read the answer's content and may vouch
+
+    def describe(self) -> str:
+        return ", ".join(self.labels)
+
+
+def request_oracles(request: RequestSpec, tier: Tier, profile: Profile) -> RequestOracles:
+    scope = Scope(request, tier, profile)
+    defect = request.cpu.known_defect if tier == "cpu" else None
+    labels, content = [], []
+    for oracle in applicable(scope):
+        declared = defect is not None and oracle.defect in defect.oracles
+        label = oracle.label(scope) + (DECLARED if declared else "")
+        labels.append(label)
+        if oracle.reads_content and not declared:
+            content.append(label)
+    return RequestOracles(scope.expect_status, tuple(labels), tuple(content))
+
+
+def case_oracles(case: CaseSpec, tier: Tier, profile: Profile) -> list[RequestOracles]:
+    return [request_oracles(r, tier, profile) for r in (case, *case.follow_ups)]

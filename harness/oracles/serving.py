@@ -1,0 +1,159 @@
+"""Path oracle: which roles must serve a request, and the check against each role's own counter.
+
+The expected path follows from the topology and the request's media: every worker that decodes
+or prefills (discovery components `backend` and `prefill`) takes every request; an encode worker
+takes a request exactly when it carries an image (encode workers take images only: video is
+decoded on the prefill or PD worker). Behind a router, the profile's `replicas` are one group:
+exactly one of them takes each request (key "worker1|worker2"). A profile
+may override a role's count for one request (`path`, with its reason). A disaggregated topology
+that silently stops using its encoder, or a request that runs twice, fails here whatever its
+answer says.
+
+The cache-hit oracle: the repeats of one identical request find its prompt in the prefix cache.
+
+Upstream Dynamo's KV-router cases send the same image three times and want the repeats to land
+where the prompt is cached (`make_image_payload_cached_tokens`, `min_avg_kv_hit_rate` 0.9). Here a
+repeat's hit rate is the share of its prompt tokens served from cache: the answer's
+`usage.prompt_tokens_details.cached_tokens` / `usage.prompt_tokens`, or, where the answer lacks
+them, the serving worker's own prefix-cache counters over that request (hits / queries,
+generate_counter.py). The first request is left out (nothing can be cached yet); the mean over the
+repeats must reach the threshold. A router that sends a repeat to the replica without the cache,
+or workers whose prefix cache is off, fail it with the request and its rate named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.oracles.checks import OracleResult
+from harness.topology.plan import RolePlan
+from harness.topology.roles import WorkerCounters
+
+IMAGE_KINDS = ("image_url", "image_b64")
+
+
+GROUP = "|"
+
+
+def expected_path(
+    workers: Sequence[RolePlan],
+    media: Sequence[str],
+    overrides: Mapping[str, int] | None = None,
+    replicas: Sequence[str] = (),
+) -> dict[str, int]:
+    """Requests each worker (or group of replicas, "a|b") must take for one request. Example
+    (E/P/D, an image URL): {"encode": 1, "prefill": 1, "decode": 1}; without media: encode 0;
+    a router over two workers: {"worker1|worker2": 1}."""
+    has_image = any(kind in IMAGE_KINDS for kind in media)
+    path = {
+        role.name: (int(has_image) if role.discovery_component == "encode" else 1)
+        for role in workers
+    }
+    if replicas:
+        path = {k: v for k, v in path.items() if k not in replicas}
+        path[GROUP.join(replicas)] = 1
+    return {**path, **(overrides or {})}
+
+
+def check_path(
+    expected: Mapping[str, int],
+    before: Mapping[str, float | None],
+    after: Mapping[str, float | None],
+) -> OracleResult:
+    """Each role's counter moved by exactly what the path expects."""
+    problems, seen = [], []
+    for key, want in expected.items():
+        roles = key.split(GROUP)
+        starts, ends = [before.get(r) for r in roles], [after.get(r) for r in roles]
+        if None in starts or None in ends:
+            problems.append(f"role '{key}': its /metrics did not answer ({starts} -> {ends})")
+            continue
+        start, end = sum(starts), sum(ends)  # type: ignore[arg-type]
+        moved = end - start
+        seen.append(f"{key} +{moved:g}")
+        if moved != want:
+            verb = "served" if moved else "did not serve"
+            who = f"role '{key}'" if len(roles) == 1 else f"roles '{key}' together"
+            problems.append(
+                f"{who} {verb} it: dynamo_component_requests_total"
+                f'{{dynamo_endpoint="generate"}} {start:g} -> {end:g}, expected +{want}'
+            )
+    if problems:
+        return OracleResult(False, "; ".join(problems))
+    return OracleResult(True, f"path {', '.join(seen)}")
+
+
+# Upstream's own filler (tests/utils/multimodal.py `_COLOR_PROMPT_FILLER`), repeated to lengthen a
+# prompt past whole KV blocks.
+PROMPT_FILLER = (
+    " Analyze the image in detail; identify dominant tones, secondary hues, and surface textures"
+    " across the foreground and background regions."
+)
+
+
+def with_filler(prompt: str, repeats: int) -> str:
+    return f"{(PROMPT_FILLER * repeats).strip()} {prompt}" if repeats else prompt
+
+
+@dataclass(frozen=True)
+class RequestHit:
+    """One request's prompt tokens and how many of them came from cache, and from where."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    source: str  # "usage" or "worker counters"
+
+    @property
+    def rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def request_hit(
+    usage: dict | None,
+    before: dict[str, WorkerCounters | None],
+    after: dict[str, WorkerCounters | None],
+) -> RequestHit | None:
+    """The hit of one answered request: from its usage, else from the workers' counters."""
+    details = (usage or {}).get("prompt_tokens_details") or {}
+    if usage and usage.get("prompt_tokens") and "cached_tokens" in details:
+        return RequestHit(int(usage["prompt_tokens"]), int(details["cached_tokens"] or 0), "usage")
+    queries = hits = 0.0
+    for role, end in after.items():
+        start = before.get(role)
+        if start is not None and end is not None:
+            queries += end.prefix_queries - start.prefix_queries
+            hits += end.prefix_hits - start.prefix_hits
+    if queries <= 0:
+        return None
+    return RequestHit(int(queries), int(hits), "worker counters")
+
+
+def judge_cache_hits(hits: list[RequestHit | None], min_avg: float) -> str:
+    """The check line for a case's requests (the first, then its repeats); raises cache_miss."""
+    repeats = hits[1:]
+    unknown = [n for n, hit in enumerate(repeats, start=2) if hit is None]
+    if unknown:
+        raise TopologyFailure(
+            Cause.CACHE_MISS,
+            f"request {unknown[0]} (a repeat) reported no cached-token count: neither "
+            "usage.prompt_tokens_details.cached_tokens nor the workers' vllm:prefix_cache_* "
+            "counters",
+            Evidence(phase="request"),
+        )
+    known = [hit for hit in repeats if hit is not None]
+    avg = sum(hit.rate for hit in known) / len(known)
+    detail = ", ".join(
+        f"request {n}: {hit.cached_tokens}/{hit.prompt_tokens} cached "
+        f"({hit.rate:.2f}, {hit.source})"
+        for n, hit in enumerate(known, start=2)
+    )
+    if avg < min_avg:
+        worst = min(range(len(known)), key=lambda i: known[i].rate)
+        raise TopologyFailure(
+            Cause.CACHE_MISS,
+            f"the same request sent again missed the prefix cache: request {worst + 2} hit rate "
+            f"{known[worst].rate:.2f}; mean over the repeats {avg:.2f} < {min_avg} ({detail})",
+            Evidence(phase="request"),
+        )
+    return f"repeats hit the prefix cache: mean {avg:.2f} >= {min_avg} ({detail})"

@@ -1,0 +1,114 @@
+"""The fixtures a serve case runs with (pytest's run phase): the media server, the topology
+pool, the baselines, the judge; each topology is taken down after its last case."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.results import progress_of
+from harness.cases.run import TopologyPool
+from harness.core.paths import cache_dir
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
+from harness.plugin.collection import serve_case_of
+from harness.plugin.options import session_of
+from harness.requests.chat import MediaURLs, warmup_bodies
+from harness.topology.topology import TargetSpec, TargetTopology, launch, new_run_dir, target_plan
+
+RECORD = pytest.StashKey[CaseRecord]()
+
+
+@pytest.fixture(scope="session")
+def harness_media() -> Iterator[MediaURLs]:
+    from harness.requests.media import AssetServer, build_media
+
+    media = build_media(cache_dir() / "media")
+    with AssetServer(media.green_square_png.parent) as server:
+        yield MediaURLs.serve(server, media)
+
+
+@pytest.fixture(scope="session")
+def harness_pool(
+    request: pytest.FixtureRequest, harness_media: MediaURLs
+) -> Iterator[TopologyPool]:
+    kinds: dict[str, set[str]] = {}
+    session = session_of(request.config)
+    for item in request.session.items:
+        sc = serve_case_of(item)
+        if sc is not None and sc.signature and not sc.skip_reason(session.gpus):
+            for req in sc.requests:
+                expect = req.gpu if sc.tier == "gpu" else req.cpu
+                if expect.status == 200:
+                    kinds.setdefault(sc.signature, set()).update(req.media)
+    target: TargetSpec | None = session.target
+    with TopologyPool(
+        session.tier,
+        lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
+        opener=target_opener(target) if target else launch,
+        say=progress_of(request.config).say,
+    ) as pool:
+        yield pool
+
+
+def target_opener(spec: TargetSpec) -> Any:
+    """The pool's opener in target mode: attach to the deployment instead of launching."""
+    api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+
+    def open_target(profile: Any, tier: Any, case: Any, warmups: Any, registry: Any) -> Any:
+        return TargetTopology(target_plan(spec, profile, new_run_dir(profile, tier)), warmups,
+                              api_key)  # fmt: skip
+
+    return open_target
+
+
+@pytest.fixture(scope="session")
+def harness_baselines() -> BaselineStore:
+    return BaselineStore()
+
+
+@pytest.fixture
+def serve_run(
+    request: pytest.FixtureRequest,
+    harness_pool: TopologyPool,
+    harness_media: MediaURLs,
+    harness_baselines: BaselineStore,
+) -> Any:
+    record = request.node.stash.setdefault(RECORD, CaseRecord())
+
+    def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
+        settings = JudgeSettings(
+            # a deployed target has no other topology in this session to compare with
+            cross_topology=session_of(request.config).target is None,
+            excuse_defects=not request.config.getoption("--strict-defects"),
+        )
+        return CaseJudge(sc.profile, sc.tier, topo.plan.model, harness_media, harness_baselines,
+                         topo.plan.signature, settings)  # fmt: skip
+
+    def run(sc: ServeCase) -> list[tuple[int, int]]:
+        run_case(sc, harness_pool, harness_media, judge_for, record)
+        return record.verdicts
+
+    return run
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Take the topology down after the last case that shares it (teardown errors land here)."""
+    sc = serve_case_of(item)
+    if sc is None or "harness_pool" not in getattr(item, "funcargs", {}):
+        return
+    nxt = serve_case_of(nextitem) if nextitem is not None else None
+    if nxt is None or nxt.signature != sc.signature or nextitem.get_closest_marker("skip"):
+        pool: TopologyPool = item.funcargs["harness_pool"]  # type: ignore[attr-defined]
+        record = item.stash.setdefault(RECORD, CaseRecord())
+        started = time.monotonic()
+        try:
+            pool.close()
+        finally:
+            record.teardown_s = round(time.monotonic() - started, 3)

@@ -1,0 +1,139 @@
+"""The plugin's options and the session they decide (pytest's configure phase): tier, target,
+GPU inventory and the Dynamo under test, in one typed object in `config.stash`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.core.paths import REPO_ROOT
+from harness.machine.gpus import GpuInventory
+from harness.machine.tier import detect_tier
+from harness.profiles import ProfileError, Tier, load_profiles
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+from harness.topology.plan import remove_scratch_of
+from harness.topology.processes import sweep_stale, term_raises_interrupt
+from harness.topology.topology import TargetError, TargetSpec, check_target, load_target
+
+
+@dataclass(frozen=True)
+class HarnessSession:
+    """What the whole session runs under, decided once at configure time (config.stash)."""
+
+    tier: Tier
+    target: TargetSpec | None
+    gpus: GpuInventory
+    swept: tuple[str, ...] = ()  # leftovers of dead sessions this one stopped
+
+
+SESSION = pytest.StashKey[HarnessSession]()
+
+
+def session_of(config: pytest.Config) -> HarnessSession:
+    return config.stash[SESSION]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("serve-harness")
+    group.addoption("--tier", default="auto", choices=["auto", "cpu", "gpu"],
+                    help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
+    group.addoption("--results", default=None, help="append one JSON line per serve case here")
+    group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
+    group.addoption(
+        "--target",
+        default=None,
+        metavar="FILE",
+        help="run one profile's cases against a topology something else deployed (YAML: "
+        "frontend, each role's health/metrics URL; harness/topology/topology.py); no launch",
+    )
+    group.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run shard K of N (cases that share a launch or a baseline stay together; balanced "
+        "by --durations-from); also HARNESS_SHARD=K/N",
+    )
+    group.addoption(
+        "--ids",
+        default=None,
+        metavar="ID,…",
+        help="run exactly these serve ids and nothing else (unlike node ids, the baselines they "
+        "are judged against are pulled in)",
+    )
+    group.addoption(
+        "--dynamo-src",
+        default=os.environ.get(DYNAMO_SRC_ENV) or None,
+        metavar="PATH",
+        help="a Dynamo checkout whose Python every role runs (PATH/components/src ahead of the "
+        "installed wheel; each role's import is recorded and checked); also HARNESS_DYNAMO_SRC",
+    )
+    group.addoption(
+        "--strict-defects",
+        action="store_true",
+        default=os.environ.get("HARNESS_STRICT_DEFECTS") == "1",
+        help="a declared upstream defect (known_defect) excuses nothing: its oracles fail, naming "
+        "it (the unpatched side of an unpatched-versus-patched run); also HARNESS_STRICT_DEFECTS=1",
+    )
+    group.addoption(
+        "--durations-from",
+        default=str(REPO_ROOT / "runs" / "results.jsonl"),
+        help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
+    )
+
+
+def use_dynamo_src(path: str | None) -> None:
+    """Every launch of this session runs the checkout's Python (launch_env reads the variable)."""
+    if not path:
+        return
+    source = DynamoSource(Path(path).resolve())
+    try:
+        source.check()
+    except DynamoSourceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    os.environ[DYNAMO_SRC_ENV] = str(source.root)
+
+
+def load_target_option(config: pytest.Config) -> TargetSpec | None:
+    option = config.getoption("--target")
+    if not option:
+        return None
+    path = Path(option)
+    try:
+        spec = load_target(path)
+        profiles = {
+            p.name: p for p in load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
+        }
+        if spec.profile not in profiles:
+            raise TargetError(f"{path}: profile: no profile named {spec.profile!r}")
+        check_target(spec, profiles[spec.profile], path)
+    except (TargetError, ProfileError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return spec
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "vram_gib(n): GiB the largest GPU share of a case needs (its memory plan)"
+    )
+    inventory = GpuInventory.detect()
+    target = load_target_option(config)
+    tier = (
+        target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
+    )
+    use_dynamo_src(config.getoption("--dynamo-src"))
+    swept: list[str] = []
+    if not hasattr(config, "workerinput"):
+        swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
+    config.stash[SESSION] = HarnessSession(tier, target, inventory, tuple(swept))
+    term_raises_interrupt()  # for the whole session: never restored
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = session_of(config)
+    lines = [f"serve-harness tier: {session.tier} ({len(session.gpus.devices)} GPU(s) visible)"]
+    lines += [f"serve-harness GPU left out: {why}" for why in session.gpus.refused]
+    lines += [f"serve-harness swept a leftover of a dead session: {s}" for s in session.swept]
+    return lines

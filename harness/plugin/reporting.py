@@ -1,0 +1,96 @@
+"""What a finished case leaves (pytest's report phase): its results.jsonl line, JUnit
+properties, the verdict's evidence in the report, the session's summary lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cases.case import CaseRecord
+from harness.cases.results import ResultsFile, progress_of, result_record, write_relayed
+from harness.core.secrets import scrub_text
+from harness.core.verdict import TopologyFailure
+from harness.plugin.collection import PULLED_IN, SHARD_PLAN, serve_case_of
+from harness.plugin.fixtures import RECORD
+from harness.report.render import junit_properties
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if SHARD_PLAN in config.stash:
+        shard, plan = config.stash[SHARD_PLAN]
+        terminalreporter.write_line(
+            f"serve-harness shard {shard}: {len(plan.of(shard))} case(s), predicted "
+            f"{plan.seconds[shard.index - 1]:.0f} s (all shards: {plan.seconds})"
+        )
+    pulled = config.stash.get(PULLED_IN, [])
+    if pulled:
+        terminalreporter.write_line(
+            f"serve-harness pulled in {len(pulled)} baseline case(s) the selection left out: "
+            + ", ".join(node.split("[")[-1].rstrip("]") for node in pulled)
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    sc = serve_case_of(item)
+    if sc is not None:
+        progress_of(item.config).relay_into(item)  # xdist: into this report's properties
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if sc is None:
+        return
+    record = item.stash.setdefault(RECORD, CaseRecord())
+    failure = call.excinfo.value if call.excinfo else None
+    if isinstance(failure, TopologyFailure):
+        _attach_evidence(report, failure, record)
+    if report.when == "call" or not report.passed:
+        record.report = record.report if report.when == "teardown" and record.report else report
+        record.failure = record.failure or failure
+    if report.when == "teardown":
+        if not report.passed:
+            record.teardown_failure = failure
+        if record.report is None:
+            return
+        result = result_record(sc, record)
+        progress_of(item.config).say(
+            f"{sc.test_id}: {result['outcome']}"
+            + (f" ({result['cause']})" if result["cause"] else "")
+            + f", {result['duration_s']:.1f} s"
+        )
+        report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
+        path = item.config.getoption("--results")
+        if path:
+            ResultsFile(Path(path)).append(result)
+
+
+def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:
+    report.sections.append(("serve-harness verdict", failure.report()))
+    topo = rec.topology
+    if topo is None:
+        return
+    events = "\n".join(json.dumps(e) for e in topo.timeline.events)
+    report.sections.append(("health timeline", events))
+    for role in topo.plan.roles:
+        path = topo.role_log(role.name)
+        if path is not None:
+            text = scrub_text(topo.role_log_tail(role.name, 40), topo.plan.env)
+            report.sections.append((f"log {role.name} ({path})", text))
+
+
+class RelayedProgress:
+    """On the controller: writes the progress lines xdist workers relayed in their reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        write_relayed(self.config, report)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(RelayedProgress(config), "serve-harness-progress")

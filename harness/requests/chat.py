@@ -1,0 +1,98 @@
+"""OpenAI chat request bodies for a case's requests, with media from the asset server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.profiles import MediaKind, RequestSpec
+from harness.requests.media import AssetServer, MediaSet, data_url
+
+PART_TYPE = {"image_url": "image_url", "image_b64": "image_url", "video_url": "video_url",
+             "video_b64": "video_url", "image_url_bare": "image_url",
+             "image_url_missing": "image_url"}  # fmt: skip
+MALFORMED: set[MediaKind] = {"image_url_bare", "image_url_missing"}
+MISSING_FILE = "missing.png"
+WARMUP_PROMPT = {"image": "Describe the image.", "video": "Describe the video."}
+
+
+@dataclass(frozen=True)
+class MediaURLs:
+    """Where each media kind is fetched from: the local asset server, or inline base64."""
+
+    image_url: str
+    image_b64: str
+    video_url: str
+    video_b64: str
+    image_url_missing: str
+    files: dict[str, Path]
+    other: MediaURLs | None = None  # the other image and video (red square, circle)
+
+    @classmethod
+    def serve(cls, server: AssetServer, media: MediaSet) -> MediaURLs:
+        other = cls.of(server, media.red_square_png, media.circle_video_mp4)
+        main = cls.of(server, media.green_square_png, media.triangle_video_mp4)
+        return replace(main, other=other, files={**main.files, **other.files})
+
+    @classmethod
+    def of(cls, server: AssetServer, image: Path, video: Path) -> MediaURLs:
+        return cls(
+            image_url=server.url_for(image.name),
+            image_b64=data_url(image),
+            video_url=server.url_for(video.name),
+            video_b64=data_url(video),
+            image_url_missing=server.url_for(MISSING_FILE),
+            files={server.url_for(image.name): image, server.url_for(video.name): video},
+        )
+
+    def url(self, kind: MediaKind) -> str:
+        return str(getattr(self, "image_url" if kind == "image_url_bare" else kind))
+
+    def fetch(self, url: str) -> bytes:
+        """Bytes behind one of our http URLs (for the token-count oracle, without HTTP)."""
+        return self.files[url].read_bytes()
+
+
+def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: MediaURLs) -> dict:
+    parts: list[dict[str, Any]] = []
+    for kind in media:
+        part = PART_TYPE[kind]
+        value = urls.url(kind) if kind == "image_url_bare" else {"url": urls.url(kind)}
+        parts.append({"type": part, part: value})
+    parts.append({"type": "text", "text": prompt})
+    return {
+        "messages": [{"role": "user", "content": parts}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "seed": 0,
+    }
+
+
+def request_body(request: RequestSpec, urls: MediaURLs, top_logprobs: int | None = None) -> dict:
+    """The request as sent; `top_logprobs`: each token's log-probability and that many
+    alternatives come back too (the CPU tier's logprobs oracle)."""
+    body = chat_body(request.prompt, request.media, request.max_tokens, urls)
+    if request.string_content:
+        body["messages"][0]["content"] = request.prompt
+    if top_logprobs:
+        body |= {"logprobs": True, "top_logprobs": top_logprobs}
+    return body
+
+
+def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs) -> list[dict]:
+    """One short request per media kind (plus text) so every stage has served before timing."""
+    bodies = [chat_body("Say hello.", [], 2, urls)]
+    for kind in sorted(set(kinds) - MALFORMED):
+        bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
+    return bodies
+
+
+def fingerprint(request: RequestSpec) -> str:
+    """Same prompt, media content and length: same answer expected at temperature 0.
+
+    A URL and a base64 copy of the same file count as the same media: `image_b64` -> `image`.
+    """
+    media = ",".join(kind.split("_")[0] for kind in request.media)
+    return f"{request.prompt}|{media}|{request.max_tokens}"

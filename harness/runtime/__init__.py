@@ -1,1 +1,0 @@
-"""A launched topology: its plan, environment, processes, readiness phases, health, teardown."""

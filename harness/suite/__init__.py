@@ -1,1 +1,0 @@
-"""The pytest side: the plugin, serve cases, the shared topology pool, ordering, results."""

@@ -1,0 +1,393 @@
+"""The environment a launcher runs under: tier settings, ports, per-topology dirs, markers.
+
+LaunchPlan: everything needed to launch one topology, resolved, with no side effects.
+
+Refuse a launcher that cannot run, before anything starts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.core.paths import REPO_ROOT, cache_dir
+from harness.core.secrets import redact_env, scrub_text
+from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
+from harness.profiles.launchers import fixed_ports, launcher_port_vars, text_with_used_files
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, DynamoSource
+from harness.topology.processes import foreign_listeners
+
+
+def cache_env(tier: Tier) -> dict[str, str]:
+    """Compile and model-info caches survive between topologies (an empty one costs ~13 s)."""
+    if tier == "gpu":
+        return {}
+    cache = cache_dir()
+    return {
+        "HOME": str(cache / "home"),  # Dynamo's model-card cache goes to $HOME/.cache/dynamo
+        "HF_HOME": str(cache / "hf"),
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "XDG_CACHE_HOME": str(cache / "xdg"),
+    }
+
+
+GC_THRESHOLD_ENV = "HARNESS_GC_THRESHOLD"
+# Python's cyclic GC during a role's start-up: `import dynamo.vllm.main` runs 9 full (gen 2)
+# collections, 2.6 of its 10.8 CPU-s (counted with gc.callbacks, 2026-12-02, the 2-core box), and
+# the engine core vLLM spawns imports it all again. With a third threshold of 1000 (CPython's
+# default is 10) the same import runs none: 0.5 s of GC, 8.0 CPU-s. The objects made at import live
+# for the whole run, so those collections free almost nothing (691k objects left without them,
+# 689k with); vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
+# freeze_gc_heap). The hook that reads it is the venv's serve_harness_gc.pth
+# (scripts/apply_shims.py). Empty: the interpreter's own thresholds.
+GC_THRESHOLD_CPU = "700,10,1000"
+
+
+def gc_env(tier: Tier, environ: Mapping[str, str]) -> dict[str, str]:
+    """CPU tier: the GC thresholds the roles start with (HARNESS_GC_THRESHOLD, or the default)."""
+    if tier != "cpu":
+        return {}
+    value = environ.get(GC_THRESHOLD_ENV, GC_THRESHOLD_CPU)
+    parts = value.split(",")
+    if value and (len(parts) != 3 or not all(p.strip().isdigit() for p in parts)):
+        raise ValueError(
+            f"{GC_THRESHOLD_ENV}={value!r}: expected three non-negative integers "
+            "(gc.set_threshold's gen0,gen1,gen2, e.g. 700,10,1000) or empty for Python's own"
+        )
+    return {GC_THRESHOLD_ENV: value}
+
+
+SCRATCH_SUBDIRS = ("discovery", "tmp", "rpc")
+
+
+def scratch_env(scratch_dir: Path) -> dict[str, str]:
+    """Per-topology scratch: discovery, temp files and RPC sockets never outlive the topology.
+
+    Kept apart from the run dir (logs) and short: vLLM's IPC socket paths must fit in 107 bytes.
+    """
+    return {
+        "DYN_FILE_KV": str(scratch_dir / "discovery"),
+        "TMPDIR": str(scratch_dir / "tmp"),
+        "VLLM_RPC_BASE_PATH": str(scratch_dir / "rpc"),
+    }
+
+
+def launcher_env(
+    *,
+    tier: Tier,
+    model: str,
+    served_model_name: str,
+    ports: Mapping[str, int],
+    scratch_dir: Path,
+    log_dir: Path,
+    extra: Mapping[str, str],
+    marker_env: Mapping[str, str],
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.update(cache_env(tier))
+    env.update(gc_env(tier, env))
+    env.update(scratch_env(scratch_dir))
+    env.update(extra)
+    env.update({k: str(v) for k, v in ports.items()})
+    env.update(
+        {
+            "HARNESS_DEVICE": tier,
+            "HARNESS_MANAGED_PORTS": "1",
+            "HARNESS_LOG_DIR": str(log_dir),
+            "MODEL": model,
+            "SERVED_MODEL_NAME": served_model_name,
+            "PYTHON": sys.executable,
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
+    env.update(marker_env)
+    return env
+
+
+def remove_scratch_of(environ: Mapping[str, str]) -> None:
+    """Remove the scratch dir a swept process used (found from its DYN_FILE_KV), if it is ours."""
+    kv = environ.get("DYN_FILE_KV")
+    if not kv:
+        return
+    scratch = Path(kv).parent
+    if scratch.name.startswith("harness-") and Path(kv).name == "discovery":
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
+FRONTEND_PORT = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    name: str
+    kind: str
+    port: int | None
+    discovery_component: str | None = None
+    # Where something else deployed it (target mode); launched roles: 127.0.0.1:<port>.
+    health: str | None = None
+    metrics: str | None = None
+
+    @property
+    def health_url(self) -> str | None:
+        if self.health:
+            return self.health
+        return f"http://127.0.0.1:{self.port}/health" if self.port else None
+
+    @property
+    def metrics_url(self) -> str | None:
+        if self.health:
+            return self.metrics
+        return f"http://127.0.0.1:{self.port}/metrics" if self.port else None
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    profile: str
+    tier: Tier
+    launcher: Path
+    args: tuple[str, ...]
+    model: str
+    served_model_name: str
+    roles: tuple[RolePlan, ...]
+    ports: Mapping[str, int]
+    run_dir: Path
+    scratch_dir: Path
+    budget: Budget
+    topology_id: str
+    signature: str
+    env: Mapping[str, str] = field(repr=False)
+    frontend: str | None = None  # target mode: the deployed frontend's URL
+    dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
+    # False where the profile says why a role must listen on every interface (not_loopback).
+    loopback_only: bool = True
+
+    @property
+    def argv(self) -> list[str]:
+        return ["bash", str(self.launcher), *self.args]
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def frontend_url(self) -> str:
+        if self.frontend:
+            return self.frontend.rstrip("/")
+        return f"http://127.0.0.1:{self.ports[FRONTEND_PORT]}"
+
+    @property
+    def discovery_dir(self) -> Path | None:
+        """Dynamo's file discovery of a launched topology; None for a deployed target (whose
+        discovery the harness cannot read)."""
+        return None if self.frontend else self.scratch_dir / "discovery"
+
+    @property
+    def workers(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.kind == "worker")
+
+    def role(self, name: str) -> RolePlan:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(f"no role {name!r} in {self.profile}: {[r.name for r in self.roles]}")
+
+    def port_name(self, port: int | None) -> str:
+        """The variable a leased port was handed out as, e.g. 'DYN_SYSTEM_PORT2'."""
+        return next((name for name, value in self.ports.items() if value == port), "unleased")
+
+    def describe(self) -> dict[str, object]:
+        """Plan as plain data with secrets redacted (for reports, `up`, the audit)."""
+        return {
+            "profile": self.profile,
+            "tier": self.tier,
+            "argv": [scrub_text(arg, self.env) for arg in self.argv],
+            "model": self.model,
+            "ports": dict(self.ports),
+            "roles": {r.name: r.health_url for r in self.roles},
+            "run_dir": str(self.run_dir),
+            "scratch_dir": str(self.scratch_dir),
+            "env": redact_env({k: v for k, v in self.env.items() if k in self.own_env_keys}),
+        }
+
+    @property
+    def own_env_keys(self) -> set[str]:
+        return {
+            k for k in self.env if k.startswith(("HARNESS_", "DYN_", "VLLM_", "MODEL", "SERVED"))
+        }
+
+
+def launcher_script(profile: Profile, source: DynamoSource | None, root: Path = REPO_ROOT) -> Path:
+    """The launcher a profile runs: upstream's, from the checkout under test, where it holds it
+    (--dynamo-src); else ours."""
+    if source is not None and profile.upstream_launcher:
+        script = source.root / profile.upstream_launcher
+        if script.is_file():
+            return script
+    return root / profile.launcher
+
+
+def port_names(
+    profile: Profile, source: DynamoSource | None = None, root: Path = REPO_ROOT
+) -> list[str]:
+    """Every port the launcher reads (harness/profiles/launchers.py), each role's health
+    port, the frontend's and the event broker's."""
+    read = launcher_port_vars(text_with_used_files(launcher_script(profile, source, root)))
+    health = [r.health_port for r in profile.worker_roles if r.health_port]
+    return list(dict.fromkeys([FRONTEND_PORT, *health, *read, *EVENT_BROKER_PORTS]))
+
+
+def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """What makes one launch of a profile differ from another: the tier's layout flags, then
+    the case's (a deployed target states the same, `launcher_args` in its file)."""
+    spec = profile.tier(tier)
+    assert spec is not None
+    return [*spec.launcher_args, *case.launcher_args]
+
+
+def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """As upstream's tests invoke a launcher: the profile's model first, then layout_args."""
+    return ["--model", profile.model.gpu, *layout_args(profile, tier, case)]
+
+
+def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
+    """Cases with equal signatures share one launched topology, across profiles too
+    (e.g. `epd` and `epd_video` run on the same E/P/D launch)."""
+    spec = profile.tier(tier)
+    assert spec is not None
+    source = DynamoSource.from_env()
+    key = {
+        "launcher": str(launcher_script(profile, source)),
+        "args": launcher_args(profile, tier, case),
+        "env": {**profile.env, **spec.env},
+        "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
+        "tier": tier,
+        "roles": [r.model_dump() for r in profile.roles],
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{Path(profile.launcher).stem}-{tier}-{digest}"
+
+
+def adapter_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[str, str]:
+    """What the role adapter (harness/topology/role_adapter.py) reads: the real interpreter, which
+    role each health-port variable names, the profile's model and its tiny checkpoint, the
+    device leased for each GPU position, and upstream's managed-ports switch (a missing port is
+    then an error, not a default)."""
+    role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
+    extra = {
+        "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
+        "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
+        "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
+        "HARNESS_ROLE_PORTS": json.dumps(role_ports),
+        "HARNESS_PROFILE": profile.name,
+        "HARNESS_PROFILE_MODEL": profile.model.gpu,
+        "HARNESS_CPU_MODEL": model,
+        "DYN_MANAGED_PORTS": "1",
+    }
+    if env.get("HARNESS_DEVICE") != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
+        extra["HARNESS_GPUS"] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
+    return extra
+
+
+def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:
+    port = ports[role.health_port] if role.health_port else None
+    return RolePlan(role.name, role.kind, port, role.discovery_component)
+
+
+def resolve(
+    profile: Profile,
+    tier: Tier,
+    case: CaseSpec,
+    *,
+    ports: Mapping[str, int],
+    run_dir: Path,
+    scratch_dir: Path,
+    model: str,
+    topology_id: str,
+    marker_env: Mapping[str, str],
+    base_env: Mapping[str, str] | None = None,
+    root: Path = REPO_ROOT,
+) -> LaunchPlan:
+    spec = profile.tier(tier)
+    if spec is None:
+        raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
+    source = DynamoSource.from_env(base_env)
+    missing = [n for n in port_names(profile, source, root) if n not in ports]
+    if missing:
+        raise ValueError(f"profile {profile.name}: no port leased for {missing}")
+    served = profile.model.gpu
+    env = launcher_env(tier=tier, model=model, served_model_name=served, ports=ports,
+                       scratch_dir=scratch_dir, log_dir=run_dir / "logs",
+                       extra={**profile.env, **spec.env}, marker_env=marker_env,
+                       base=base_env)  # fmt: skip
+    if source is not None:
+        env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
+    env.update(adapter_env(profile, model, env))
+    launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
+    if launcher != root / profile.launcher:  # the checkout's own
+        launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
+    return LaunchPlan(profile=profile.name, tier=tier, launcher=launcher, args=tuple(args),
+                      model=model, served_model_name=served,
+                      roles=tuple(_role_plan(r, ports) for r in profile.roles),
+                      ports=dict(ports), run_dir=run_dir, scratch_dir=scratch_dir,
+                      budget=spec.budget, topology_id=topology_id,
+                      signature=launch_signature(profile, tier, case), env=env,
+                      dynamo_src=source, loopback_only=profile.not_loopback is None)  # fmt: skip
+
+
+def check_launcher(plan: LaunchPlan) -> None:
+    path = plan.launcher
+    if not path.is_file():
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} does not exist")
+    if not os.access(path, os.X_OK):
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} is not executable")
+    first = path.read_bytes()[:64].split(b"\n", 1)[0]
+    if not first.startswith(b"#!") or b"bash" not in first:
+        raise TopologyFailure(
+            Cause.LAUNCHER_INVALID, f"launcher {path} has no bash shebang (first line {first!r})"
+        )
+    if plan.dynamo_src is not None and path == CHECKOUT_LAUNCHER:
+        check_checkout_launcher(plan)
+    check_fixed_ports(plan)
+
+
+def check_checkout_launcher(plan: LaunchPlan) -> None:
+    """A Dynamo checkout's launcher exists and reads the health port of every worker role."""
+    assert plan.dynamo_src is not None
+    script = Path(plan.args[0])
+    if not script.is_file():
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"no launcher {script} in the Dynamo "
+                              f"checkout {plan.dynamo_src.root}")  # fmt: skip
+    read = set(launcher_port_vars(text_with_used_files(script)))
+    unread = [plan.port_name(r.port) for r in plan.workers if plan.port_name(r.port) not in read]
+    if unread:
+        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"{script} never reads {unread}: the "
+                              "profile names them as its workers' health ports (it reads "
+                              f"{sorted(read)})")  # fmt: skip
+
+
+def check_fixed_ports(plan: LaunchPlan) -> None:
+    """A port the launcher writes as a number cannot be leased or moved: if something already
+    listens there, name the port, the text that binds it and its holder before anything starts."""
+    script = Path(plan.args[0]) if plan.launcher == CHECKOUT_LAUNCHER else plan.launcher
+    fixed = {f.where: f.port for f in fixed_ports(text_with_used_files(script))}
+    for where, port, holder in foreign_listeners(fixed):
+        raise TopologyFailure(
+            Cause.PORT_IN_USE,
+            f"{script.name} binds port {port} ({where}) with no variable to move it, and it is "
+            f"held by {holder}: free it, or make the launcher read the port from a variable",
+            Evidence(phase="spawn", port=port),
+        )

@@ -1,0 +1,454 @@
+"""The one place a role's command line and environment meet the tier: it stands in for `python`
+between every launcher (ours and a Dynamo checkout's, run unmodified) and the engine. Run as a
+script, stdlib only: it is every role's first process. Each `python -m dynamo.<component> ...`
+a launcher starts comes here first, which
+
+- names the role: `HARNESS_ROLE` (our launchers' `start_role` sets it), else `dynamo.frontend`
+  is the frontend and a worker is the role whose health-port variable holds the DYN_SYSTEM_PORT
+  it was given (HARNESS_ROLE_PORTS, from the profile);
+- holds it to the profile's model: a worker that starts another model (or none, the engine's
+  default) is refused, naming role, model and profile: never a silent swap, on either tier;
+- gives a checkout's role the launcher contract our `start_role` gives ours: NAME.pid, NAME.log;
+- maps it to the tier:
+  - every tier: `tcp://*` KV-event publishers of vLLM moved to ipc:// sockets (loopback), the
+    frontend given NIXL's C library on its loader path (it decodes media with it), the role's
+    GPU position (`CUDA_VISIBLE_DEVICES=<i>` as upstream's launchers write it) turned into the
+    device the harness leased for it (HARNESS_GPUS);
+  - CPU: the tiny checkpoint for `--model`, the CPU engine flags of launchers/lib/cpu_engine_args
+    for the GPU-only ones, NIXL on CPU buffers, media embeddings through files, vLLM's CPU
+    environment, the frontend's KV block size;
+  - GPU with a memory plan: each role's planned bytes (HARNESS_KV_BYTES_<ROLE> and friends,
+    harness/machine/memory_plan.py) for the launcher's own fractions;
+  - XPU: the role's device as ZE_AFFINITY_MASK, eager, 64-token blocks;
+- refuses, naming the flag and the role, anything it cannot map (NAME.refused; the harness fails
+  `launcher_invalid`). Every decision is written to NAME.adapter.json (`harness audit` reads it);
+- then execs the real interpreter. Anything else (`python -c …`, `python3 script.py`) runs as is."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"
+ROLE_ENV = "HARNESS_ROLE"  # set by our launchers' start_role; a checkout's roles are found by port
+ROLE_PORTS_ENV = "HARNESS_ROLE_PORTS"  # {"DYN_SYSTEM_PORT1": "encode", ...}
+CPU_MODEL_ENV = "HARNESS_CPU_MODEL"  # the tiny checkpoint of the profile's architecture family
+PROFILE_MODEL_ENV = "HARNESS_PROFILE_MODEL"  # the model id the profile serves
+PROFILE_ENV = "HARNESS_PROFILE"
+GPUS_ENV = "HARNESS_GPUS"  # the leased device of each GPU position, e.g. "3,3,5"
+CPU_ARGS_FILE = Path(__file__).resolve().parents[2] / "launchers" / "lib" / "cpu_engine_args"
+DRY_ENV = "HARNESS_ADAPTER_DRY"  # audit: record the decisions, start nothing
+CONTRACT_ENV = "HARNESS_ADAPTER_CONTRACT"  # 1: this adapter writes NAME.pid and NAME.log
+
+# dynamo.vllm flags that mean the same on the CPU tier: passed through as they are.
+KEEP_SWITCHES = {
+    "--enable-multimodal", "--route-to-encoder", "--enable-mm-embeds", "--frontend-decoding",
+    "--enable-prefix-caching", "--no-enable-prefix-caching", "--trust-remote-code",
+    "--is-prefill-worker", "--is-decode-worker",
+}  # fmt: skip
+KEEP_VALUED = {
+    "--disaggregation-mode", "--served-model-name", "--limit-mm-per-prompt", "--max-num-seqs",
+    "--embedding-transfer-mode", "--namespace", "--component", "--endpoint",
+    "--multimodal-embedding-cache-capacity-gb", "--connector", "--router-mode",
+}  # fmt: skip
+# GPU-only sizing the CPU tier's own flags replace (launchers/lib/cpu_engine_args).
+REPLACED_VALUED = {
+    "--gpu-memory-utilization", "--kv-cache-memory-bytes", "--max-model-len", "--dtype",
+    "--max-num-batched-tokens", "--block-size", "--tensor-parallel-size",
+}  # fmt: skip
+REPLACED_SWITCHES = {"--enforce-eager"}
+EMBEDDING_TRANSFER = "--embedding-transfer-mode"
+# vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
+# as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports, and torch.compile
+# off. The CPU tier runs eager (--enforce-eager: no model graph is compiled); the one function
+# still compiled is vLLM's logprob-rank count (vllm/v1/sample/ops/logprobs.py,
+# batched_count_greater_than, inductor), on the first request asking for logprobs in each engine
+# process: 6.7 s there on 2 cores, for `(x >= values).sum(-1)`, the same integers eager.
+CPU_VLLM_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "TORCH_COMPILE_DISABLE": "1",
+}
+# NIXL's progress thread otherwise spins a core per agent (the venv's NIXL shim reads this).
+NIXL_PTHR_DELAY = ("HARNESS_NIXL_PTHR_DELAY_US", "1000")
+# The KV block size a KV-aware frontend and the workers agree on: the CPU attention backend takes
+# multiples of 32 only and vLLM-CPU's default is 128; CUDA's default is 16.
+CPU_KV_BLOCK = "128"
+# vLLM's memory flags the GPU memory plan replaces, and Dynamo's Qwen-VL encode worker, which
+# runs its own vLLM (vision tower only) sized by these variables, not by its command line
+# (dynamo/vllm/multimodal_utils/model.py load_vision_model).
+VLLM_PLANNED = {
+    "--kv-cache-memory-bytes": "HARNESS_KV_BYTES_{role}",
+    "--gpu-memory-utilization": "HARNESS_GPU_UTIL_{role}",
+    "--max-model-len": "HARNESS_MAX_MODEL_LEN",
+    "--max-num-seqs": "HARNESS_MAX_NUM_SEQS",
+    "--max-num-batched-tokens": "HARNESS_MAX_NUM_BATCHED_TOKENS",
+}
+VLLM_ENCODER_PLANNED = {
+    "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES": "HARNESS_KV_BYTES_{role}",
+    "DYN_VLLM_ENCODER_GPU_MEMORY_UTILIZATION": "HARNESS_GPU_UTIL_{role}",
+    "DYN_VLLM_ENCODER_MAX_NUM_SEQS": "HARNESS_MAX_NUM_SEQS",
+}
+# SGLang sizes its KV pool from the memory free when it loads, minus total x (1 - fraction): the
+# plan derives the fraction from the role's slot on its card and caps the pool at its tokens.
+SGLANG_PLANNED = {
+    "--mem-fraction-static": "HARNESS_MEM_FRACTION_{role}",
+    "--max-running-requests": "HARNESS_MAX_NUM_SEQS",
+    "--context-length": "HARNESS_MAX_MODEL_LEN",
+    "--max-total-tokens": "HARNESS_KV_TOKENS_{role}",
+    "--chunked-prefill-size": "HARNESS_MAX_NUM_BATCHED_TOKENS",
+    "--max-prefill-tokens": "HARNESS_MAX_NUM_BATCHED_TOKENS",
+}
+MODEL_FLAG = {"dynamo.vllm": "--model", "dynamo.sglang": "--model-path"}
+
+
+class Refused(Exception):
+    """A command line the tier cannot run; the message names the flag or the model."""
+
+
+@dataclass
+class Adapted:
+    role: str | None
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # set in the role's environment
+    unset: list[str] = field(default_factory=list)  # removed from it
+    notes: list[str] = field(default_factory=list)
+
+
+def compact(config: object) -> str:
+    """JSON as launchers write it (no spaces)."""
+    return json.dumps(config, separators=(",", ":"))
+
+
+def flag_name(arg: str) -> str:
+    return arg.split("=", 1)[0]
+
+
+def split_args(args: list[str]) -> list[tuple[str, str | None]]:
+    """[(flag, value or None)] in order; a value given as `--x=v` or as the next word."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise Refused(f"positional argument {arg!r}")
+        name = flag_name(arg)
+        if "=" in arg:
+            out.append((name, arg.split("=", 1)[1]))
+        elif name in KEEP_SWITCHES or name in REPLACED_SWITCHES:
+            out.append((name, None))
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out.append((name, args[i + 1]))
+            i += 1
+        else:
+            out.append((name, None))
+        i += 1
+    return out
+
+
+def join_args(pairs: list[tuple[str, str | None]]) -> list[str]:
+    return [word for name, value in pairs for word in ([name] if value is None else [name, value])]
+
+
+def kv_events_endpoint(endpoint: str) -> str:
+    """tcp://*:P and tcp://0.0.0.0:P -> an ipc:// socket in the role's TMPDIR (the topology's
+    scratch). Not tcp://127.0.0.1:P: vLLM 0.31's ZmqEventPublisher binds only wildcard and ipc://
+    endpoints and connects to any other (distributed/kv_events.py `_is_bind_endpoint`), and
+    dynamo.vllm's reader connects too, so no KV event would flow and the KV router would route
+    blind (measured: router_kv_hit_rate 0). A socket file listens on no network."""
+    for host in ("tcp://*:", "tcp://0.0.0.0:"):
+        if endpoint.startswith(host):
+            tmp = os.environ.get("TMPDIR", "/tmp")
+            return f"ipc://{tmp}/kv-events-{endpoint[len(host) :]}"
+    return endpoint
+
+
+def kv_events_args(pairs: list[tuple[str, str | None]], out: Adapted) -> None:
+    """vLLM's KV-event publishers on loopback (kv_events_endpoint), in place."""
+    for i, (name, value) in enumerate(pairs):
+        if name != "--kv-events-config":
+            continue
+        config = json.loads(value or "{}")
+        endpoint = config.get("endpoint", "")
+        config["endpoint"] = kv_events_endpoint(endpoint)
+        if config["endpoint"] != endpoint:
+            out.notes.append(f"{name}: endpoint {endpoint} -> {config['endpoint']}")
+            pairs[i] = (name, compact(config))
+
+
+def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict) -> None:
+    """A worker serves the profile's model, by the flag its engine reads."""
+    flag = MODEL_FLAG.get(module)
+    wanted = env.get(PROFILE_MODEL_ENV)
+    if flag is None or not wanted:
+        return
+    given = [value for name, value in pairs if name == flag]
+    model = given[-1] if given else None
+    if model != wanted:
+        started = f"model {model!r}" if model else f"no {flag} (the engine's default model)"
+        raise Refused(
+            f"starts {started}, not {wanted!r}, the model of profile "
+            f"{env.get(PROFILE_ENV, '?')}: a launcher is invoked with `--model {wanted}` (as "
+            "upstream's tests invoke it); one that starts another model would be judged against "
+            "the wrong model's answers"
+        )
+
+
+def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
+    """A dynamo.vllm worker's flags on the CPU tier."""
+    model_dir, served = env[CPU_MODEL_ENV], env.get(PROFILE_MODEL_ENV, "")
+    kept: list[tuple[str, str | None]] = []
+    for name, value in pairs:
+        if name == "--model":
+            kept.append(("--model", model_dir))
+            out.notes.append(f"--model {value} -> the tiny checkpoint {model_dir}")
+        elif name in REPLACED_VALUED or name in REPLACED_SWITCHES:
+            out.notes.append(f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing; "
+                             "the CPU tier's own flags replace it)")  # fmt: skip
+        elif name == "--kv-transfer-config":
+            config = json.loads(value or "{}")
+            if config.get("kv_connector") != "NixlConnector":
+                raise Refused(f"{name} with connector {config.get('kv_connector')!r} (the CPU "
+                              "tier runs NixlConnector on CPU buffers only)")  # fmt: skip
+            if config.get("kv_buffer_device") != "cpu":
+                config["kv_buffer_device"] = "cpu"
+                out.notes.append(f"{name}: kv_buffer_device -> cpu")
+            kept.append((name, compact(config)))
+        elif (
+            name == "--kv-events-config"
+            or (name in KEEP_SWITCHES and value is None)
+            or (name in KEEP_VALUED and value is not None)
+        ):
+            kept.append((name, value))
+        else:
+            raise Refused(f"{name}{'' if value is None else ' ' + value}")
+    names = {name for name, _ in kept}
+    if "--served-model-name" not in names and served:
+        kept.append(("--served-model-name", served))
+        out.notes.append(f"added --served-model-name {served}")
+    cpu = shlex.split(CPU_ARGS_FILE.read_text().split("\n#", 1)[0])
+    cpu += ["--kv-cache-memory-bytes", env.get("HARNESS_CPU_KV_BYTES", "64M")]
+    out.notes.append(f"added the CPU tier's engine flags: {' '.join(cpu)}")
+    mode = dict(kept).get("--disaggregation-mode")
+    args = join_args(kept) + cpu
+    if EMBEDDING_TRANSFER not in names and ("--route-to-encoder" in names or mode == "encode"):
+        args += [EMBEDDING_TRANSFER, "local"]
+        out.notes.append(f"added {EMBEDDING_TRANSFER} local (nixl-write pre-allocates 8 GiB)")
+    out.env.update(CPU_VLLM_ENV)
+    out.env.setdefault(NIXL_PTHR_DELAY[0], env.get(NIXL_PTHR_DELAY[0], NIXL_PTHR_DELAY[1]))
+    out.unset.append("CUDA_VISIBLE_DEVICES")
+    return args
+
+
+def role_key(role: str) -> str:
+    """'prefill' -> 'PREFILL', the suffix of the plan's per-role variables
+    (harness/machine/memory_plan.py role_env_key)."""
+    return role.upper().replace("-", "_")
+
+
+def planned_args(
+    pairs: list[tuple[str, str | None]], planned: dict[str, str], role: str, env: dict, out: Adapted
+) -> list[tuple[str, str | None]]:
+    """The launcher's own memory flags replaced by the role's planned ones (GPU tier)."""
+    values = {flag: env.get(var.format(role=role_key(role))) for flag, var in planned.items()}
+    if not all(values.values()):
+        return pairs
+    dropped = [f"{n} {v}" for n, v in pairs if n in planned]
+    kept = [(n, v) for n, v in pairs if n not in planned]
+    kept += [(flag, value) for flag, value in values.items()]
+    planned_text = " ".join(f"{f} {v}" for f, v in values.items())
+    instead = f" (for the launcher's {', '.join(dropped)})" if dropped else ""
+    out.notes.append(f"memory plan: {planned_text}{instead}")
+    return kept
+
+
+def encoder_env(role: str, env: dict, out: Adapted) -> None:
+    """The Qwen-VL encode worker's own vLLM sized by the plan (VLLM_ENCODER_PLANNED)."""
+    key = role_key(role)
+    values = {name: env.get(var.format(role=key)) for name, var in VLLM_ENCODER_PLANNED.items()}
+    if all(values.values()):
+        out.env.update({name: str(value) for name, value in values.items()})
+        out.notes.append("memory plan: " + " ".join(f"{n}={v}" for n, v in values.items()))
+
+
+def gpu_position(role: str, env: dict, out: Adapted) -> None:
+    """The role's GPU position (upstream's launchers set CUDA_VISIBLE_DEVICES=0, 1, 2 by layout)
+    -> the device the harness leased for that position."""
+    leased = [d for d in env.get(GPUS_ENV, "").split(",") if d]
+    position = env.get("CUDA_VISIBLE_DEVICES", "")
+    if not leased or not position.isdigit():
+        return
+    if int(position) >= len(leased):
+        raise Refused(f"CUDA_VISIBLE_DEVICES={position}: GPU position {position}, but the "
+                      f"harness leased {len(leased)} position(s) ({','.join(leased)})")  # fmt: skip
+    device = leased[int(position)]
+    out.env["CUDA_VISIBLE_DEVICES"] = device
+    out.notes.append(f"GPU position {position} -> leased device {device}")
+
+
+def xpu_device(
+    pairs: list[tuple[str, str | None]], env: dict, out: Adapted
+) -> list[tuple[str, str | None]]:
+    """vLLM's XPU build: the role's device as its Level Zero device, eager, 64-token KV blocks
+    (upstream xpu/disagg_multimodal_epd_xpu.sh)."""
+    device = out.env.pop("CUDA_VISIBLE_DEVICES", None) or env.get("CUDA_VISIBLE_DEVICES")
+    if device:
+        out.env["ZE_AFFINITY_MASK"] = device
+        out.unset.append("CUDA_VISIBLE_DEVICES")
+    names = {name for name, _ in pairs}
+    extra = [] if "--enforce-eager" in names else [("--enforce-eager", None)]
+    kept = [(n, v) for n, v in pairs if n != "--block-size"] + [*extra, ("--block-size", "64")]
+    for name, value in pairs:
+        if name == "--kv-transfer-config":
+            config = {**json.loads(value or "{}"), "kv_buffer_device": "xpu"}
+            kept = [(n, compact(config) if n == name else v) for n, v in kept]
+    out.notes.append("XPU: ZE_AFFINITY_MASK, --enforce-eager, --block-size 64")
+    return kept
+
+
+def nixl_lib_dir() -> str | None:
+    """The NIXL C library the wheel ships (`.nixl_cu*.mesonpy.libs` in site-packages)."""
+    real = os.environ.get(REAL_PYTHON_ENV, sys.executable)
+    lib = Path(real).parent.parent / "lib"  # the venv's (not resolved: bin/python is a link)
+    for libs in sorted(
+        glob.glob(str(lib / "python3*" / "site-packages" / ".nixl_cu*.mesonpy.libs"))
+    ):
+        return libs
+    return None
+
+
+def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
+    """The frontend decodes media itself (--frontend-decoding on the workers) only with NIXL's C
+    library on its loader path; without it: "NIXL is not supported in stub mode"."""
+    lib = nixl_lib_dir()
+    path = env.get("LD_LIBRARY_PATH", "")
+    if lib and lib not in path.split(":"):
+        out.env["LD_LIBRARY_PATH"] = f"{lib}:{path}" if path else lib
+        out.notes.append(f"LD_LIBRARY_PATH += {lib} (NIXL's library, for frontend decoding)")
+    pairs = split_args(args)
+    if env.get("HARNESS_DEVICE") == "cpu":
+        for i, (name, value) in enumerate(pairs):
+            if name == "--kv-cache-block-size" and value != CPU_KV_BLOCK:
+                pairs[i] = (name, CPU_KV_BLOCK)
+                out.notes.append(f"{name} {value} -> {CPU_KV_BLOCK} (the CPU attention backend)")
+    return join_args(pairs)
+
+
+def role_of(module: str, environ: dict[str, str]) -> str | None:
+    if environ.get(ROLE_ENV):
+        return environ[ROLE_ENV]
+    if module == "dynamo.frontend":
+        return "frontend"
+    port = environ.get("DYN_SYSTEM_PORT")
+    by_var = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
+    return next((role for var, role in by_var.items() if port and environ.get(var) == port), None)
+
+
+def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
+    """The role and what it runs with on this tier. Raises Refused."""
+    if len(argv) < 2 or argv[0] != "-m" or not argv[1].startswith("dynamo."):
+        return Adapted(environ.get(ROLE_ENV), argv)  # a role of ours that is no engine: as is
+    module, args = argv[1], argv[2:]
+    role = role_of(module, environ)
+    if role is None:
+        raise Refused(f"cannot tell which role `-m {module}` with DYN_SYSTEM_PORT="
+                      f"{environ.get('DYN_SYSTEM_PORT')} is (HARNESS_ROLE_PORTS names "
+                      f"{environ.get(ROLE_PORTS_ENV)})")  # fmt: skip
+    out = Adapted(role, [])
+    tier = environ.get("HARNESS_DEVICE", "gpu")
+    if module == "dynamo.frontend":
+        out.argv = ["-m", module, *frontend(args, environ, out)]
+        return out
+    pairs = split_args(args)
+    check_model(module, pairs, environ)
+    if tier == "cpu" and module != "dynamo.vllm":
+        raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm workers only)")
+    if module == "dynamo.vllm":
+        kv_events_args(pairs, out)
+    if tier == "cpu":
+        out.argv = ["-m", module, *cpu_vllm_args(pairs, environ, out)]
+        return out
+    gpu_position(role, environ, out)
+    if module == "dynamo.vllm":
+        if dict(pairs).get("--disaggregation-mode") == "encode":
+            encoder_env(role, environ, out)
+        pairs = planned_args(pairs, VLLM_PLANNED, role, environ, out)
+    elif module == "dynamo.sglang":
+        pairs = planned_args(pairs, SGLANG_PLANNED, role, environ, out)
+    if tier == "xpu":
+        pairs = xpu_device(pairs, environ, out)
+    out.argv = ["-m", module, *join_args(pairs)]
+    return out
+
+
+# What `harness audit` reads of a role's environment (ports, devices, health, model), secrets out.
+AUDIT_PREFIXES = ("DYN_", "VLLM_", "SGLANG_", "HARNESS_", "NIXL_", "UCX_", "ZMQ_")
+AUDIT_NAMES = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "MODEL", "SERVED_MODEL_NAME",
+               "LD_LIBRARY_PATH")  # fmt: skip
+SECRET_MARKS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
+
+
+def audit_view(env: dict[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in env.items()
+        if (k.startswith(AUDIT_PREFIXES) or k in AUDIT_NAMES)
+        and not any(mark in k for mark in SECRET_MARKS)
+    }
+
+
+def contract_files(log_dir: Path, role: str) -> None:
+    """NAME.pid, and this process's output into NAME.log (the launcher contract)."""
+    (log_dir / f"{role}.pid").write_text(f"{os.getpid()}\n")
+    fd = os.open(log_dir / f"{role}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def main() -> None:
+    environ = dict(os.environ)
+    real = environ[REAL_PYTHON_ENV]
+    log_dir = Path(environ.get("HARNESS_LOG_DIR") or ".")
+    try:
+        adapted = adapt(sys.argv[1:], environ)
+    except Refused as refused:
+        role = role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None
+        record = {"role": role or "unknown", "argv": sys.argv[1:], "refused": str(refused)}
+        (log_dir / f"{role or 'unknown'}.refused").write_text(json.dumps(record) + "\n")
+        tier = environ.get("HARNESS_DEVICE", "gpu")
+        print(f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: "
+              f"{refused}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2) from None
+    # the role's own processes are no roles: a `python3` they start runs as is
+    env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}
+    env.update(adapted.env)
+    if adapted.role is not None:
+        record = {
+            "role": adapted.role,
+            "argv": sys.argv[1:],
+            "exec": adapted.argv,
+            "env": adapted.env,
+            "unset": adapted.unset,
+            "rewrites": adapted.notes,
+        }
+        dry = environ.get(DRY_ENV) == "1"
+        if dry:
+            record["seen_env"] = audit_view(env)
+        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
+        if dry:
+            return
+        if environ.get(CONTRACT_ENV) == "1":
+            contract_files(log_dir, adapted.role)
+    os.execve(real, [real, *adapted.argv], env)
+
+
+if __name__ == "__main__":
+    main()
