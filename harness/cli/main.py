@@ -99,6 +99,14 @@ def case_named(profile: Profile, suffix: str | None) -> CaseSpec:
     )
 
 
+EXIT_CODES = """exit codes:
+  0    done; every check or case passed
+  1    a check, audit finding, validation or case failed
+  2    bad input: a profile, option, file or field (named on stderr)
+  130  interrupted (Ctrl-C)
+  141  stdout closed early (`… | head`)
+(`python -m harness` is the same command.)"""
+
 SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker", "validate")
 # `list` is a builtin's name, so its module is `list_cmd`.
 MODULES = {"list": "list_cmd"}
@@ -106,7 +114,9 @@ MODULES = {"list": "list_cmd"}
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness",
+        prog="serve-harness",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES,
         description="Tools around the serve suite: check this machine, list profiles, bring one "
         "topology up, audit launchers without starting engines, map changed files to tests, "
         "render reports, run the suite in a docker image, validate a change in one.",

@@ -7,15 +7,32 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar, Protocol
+
+import psutil
 
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
+from harness.topology.plan import LaunchPlan
 from harness.topology.processes import listeners
-from harness.topology.roles import tail
+from harness.topology.roles import HealthTimeline, RoleTable, tail
 
-if TYPE_CHECKING:
-    from harness.topology.topology import LaunchedTopology
+
+class LaunchedTopology(Protocol):
+    """What a diagnosis may read and do: a launched topology as `topology.LaunchedTopology`
+    exposes it (so this module does not import the topology that runs it)."""
+
+    plan: LaunchPlan
+    roles: RoleTable
+    timeline: HealthTimeline
+    phase: str
+    healthy_once: set[str]
+    all_started: bool
+    popen: psutil.Popen | None
+
+    def due(self, what: str, every_s: float) -> bool: ...
+
+    def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
 
 
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
