@@ -96,8 +96,12 @@ ln -sfn "$venv" "$link"
 # The harness itself, editable: the `serve-harness` command and the pytest plugin's entry point
 # (pyproject.toml), pointing at this checkout (re-pointed when another checkout shares the venv).
 if [[ -f $root/pyproject.toml && $(cat "$venv/.editable" 2>/dev/null) != "$root" ]]; then
-  pip_in_venv install -q --no-deps -e "$root"
-  echo "$root" > "$venv/.editable"
+  # setuptools comes from the index (build isolation); offline, `python -m harness` still works
+  if pip_in_venv install -q --no-deps -e "$root"; then
+    echo "$root" > "$venv/.editable"
+  else
+    log "could not install the harness editable (no index?); use python -m harness"
+  fi
 fi
 # Keep only the newest three venvs, never one in use: scripts/serve-suite and scripts/self-test
 # hold a shared lock on <venv>/.in-use while their pytest runs (a concurrent job on the runner).
