@@ -25,13 +25,14 @@ from harness.topology.topology import launch
 def measure(profile: Profile, idle_s: float, nixl_delay_us: str) -> dict[str, float]:
     env = {**os.environ, "HARNESS_NIXL_PTHR_DELAY_US": nixl_delay_us}
     with launch(profile, "cpu", profile.cases[0], base_env=env) as topo:
-        assert topo.popen is not None and topo.ready_s is not None
-        cpu0, t0 = tree_cpu_s(topo.popen), time.monotonic()
+        launcher = topo.deployment.roles.launcher
+        assert launcher is not None and topo.ready_s is not None
+        cpu0, t0 = tree_cpu_s(launcher), time.monotonic()
         peak = topo.peak_rss_mib
         while time.monotonic() - t0 < idle_s:
             time.sleep(0.5)
-            peak = max(peak, tree_rss_mib(topo.popen))
-        idle_pct = 100 * (tree_cpu_s(topo.popen) - cpu0) / (time.monotonic() - t0)
+            peak = max(peak, tree_rss_mib(launcher))
+        idle_pct = 100 * (tree_cpu_s(launcher) - cpu0) / (time.monotonic() - t0)
         return {"ready_s": topo.ready_s, "peak_rss_gib": peak / 1024, "idle_cpu_pct": idle_pct}
 
 

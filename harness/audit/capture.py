@@ -1,16 +1,16 @@
-"""What the audit reports: one finding per problem (file, role, what, fix), and a recorded call.
+"""The audit's capture of a launch: a launcher run for real, each role stopped at the role adapter.
 
-The GPU lease the audit pretends to hold: idle cards of the profile's claimed size.
-
-Role-plan capture: run a launcher for real, each role stopped at the role adapter.
-
-The launcher gets the same LaunchPlan env as a real launch (HARNESS_MANAGED_PORTS=1, fixed fake
-ports, the tier's model) with the adapter dry: every role's `python3 -m dynamo.<x>` writes the
-adapter's decisions (NAME.adapter.json: the argv and environment the role would run with) and
-exits instead of starting an engine; the audit reads those. Anything else the launcher runs with
-`python3` (the event broker) runs /bin/true. SIGTERM is ignored in the launcher's process tree:
-when the first role exits, wait_any_exit's trap signals the others, and one still starting must
-not die before it has written its record."""
+- `run_launcher`: the launcher gets the same LaunchPlan env as a real launch
+  (HARNESS_MANAGED_PORTS=1, fixed fake ports, the tier's model) with the adapter dry: every
+  role's `python3 -m dynamo.<x>` writes the adapter's decisions (NAME.adapter.json: the argv and
+  environment the role would run with) and exits instead of starting an engine; the audit reads
+  those. Anything else the launcher runs with `python3` (the event broker) runs /bin/true.
+  SIGTERM is ignored in the launcher's process tree: when the first role exits, wait_any_exit's
+  trap signals the others, and one still starting must not die before it has written its record.
+- `simulated_gpu_env`: the GPU lease the audit pretends to hold: idle cards of the profile's
+  claimed size (nothing is leased, no GPU is touched).
+- `Invocation`: one role's recorded call; `Finding`: what the audit reports, one per problem
+  (file, role, what, fix)."""
 
 from __future__ import annotations
 

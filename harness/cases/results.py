@@ -1,9 +1,12 @@
-"""results.jsonl: one JSON line per case (schema in docs/contracts.md).
+"""What a serve run reports as it goes: a results.jsonl line per case, progress lines for a person.
 
-Progress a person can follow through a long run: one line per launch event (launching, each
-role's health changes with seconds since start, ready, each case's outcome, teardown), written
-through pytest's terminal reporter. Quiet under `-q`. Under pytest-xdist a worker writes nothing
-itself: its lines travel in each case's report and the controller writes them."""
+- `ResultsFile`, `result_record`: results.jsonl, one JSON line per case (schema in
+  docs/contracts.md).
+- `Progress`: progress a person can follow through a long run: one line per launch event
+  (launching, each role's health changes with seconds since start, ready, each case's outcome,
+  teardown), written through pytest's terminal reporter. Quiet under `-q`. Under pytest-xdist a
+  worker writes nothing itself: its lines travel in each case's report and the controller
+  writes them (`write_relayed`)."""
 
 from __future__ import annotations
 

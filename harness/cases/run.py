@@ -11,11 +11,11 @@ from harness.core.verdict import TopologyFailure
 from harness.machine.ports import PortRegistry
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.plan import launch_signature
-from harness.topology.topology import ServedTopology, launch
+from harness.topology.topology import Topology, launch
 
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
-Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], ServedTopology]
+Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], Topology[Any]]
 
 
 class TopologyPool:
@@ -34,14 +34,14 @@ class TopologyPool:
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.opener = opener
-        self.say = say  # progress lines (suite/progress.py)
-        self.current: ServedTopology | None = None
+        self.say = say  # progress lines (harness/cases/results.py, Progress)
+        self.current: Topology[Any] | None = None
         self._held = contextlib.ExitStack()  # the current topology, entered; closing stops it
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
-        self.failed: dict[str, tuple[TopologyFailure, ServedTopology]] = {}
+        self.failed: dict[str, tuple[TopologyFailure, Topology[Any]]] = {}
         self.launched_here = False
 
-    def get(self, profile: Profile, case: CaseSpec) -> ServedTopology:
+    def get(self, profile: Profile, case: CaseSpec) -> Topology[Any]:
         signature = launch_signature(profile, self.tier, case)
         if signature in self.failed:
             raise self.failed[signature][0]
@@ -72,7 +72,7 @@ class TopologyPool:
     def _relay(self, name: str) -> Callable[[dict[str, Any]], None]:
         return lambda e: self.say(f"  {name} +{e['t']:.1f} s {e['role']}: {e['state']}")
 
-    def topology_for(self, profile: Profile, case: CaseSpec) -> ServedTopology | None:
+    def topology_for(self, profile: Profile, case: CaseSpec) -> Topology[Any] | None:
         """The live or failed topology this case ran (or tried to run) on."""
         signature = launch_signature(profile, self.tier, case)
         if self.current is not None and self.current.plan.signature == signature:

@@ -1,5 +1,6 @@
 """Changed files -> the serve test ids they affect, with cadence marks, and the launchers that no
-pre_merge test covers. Pure: callers pass paths (repo-relative, POSIX), profiles and file texts.
+pre_merge test covers. Callers pass paths (repo-relative, POSIX) and profiles; the launchers'
+texts are read from launchers/ unless given.
 
 Rules (first match wins):
 - `harness/`, `tests/serve/`, `conftest.py`, `pytest.ini`, `pyproject.toml`, `requirements/`,
@@ -13,10 +14,14 @@ Rules (first match wins):
   profile that names an `upstream_launcher`;
 - anything else (docs, bench, the harness's own tests) -> nothing.
 
-A Dynamo checkout's files map by `checkout_profiles_for`: its launcher -> the profiles naming it
+A Dynamo checkout's files (`checkout=True`) map otherwise: its launcher -> the profiles naming it
 as their `upstream_launcher` (its `examples/common/` helpers -> all of those); its Python under
 `components/src/dynamo/<package>` -> the profiles of that engine (`vllm`, `sglang`, `trtllm`),
 or every profile for a shared package (`frontend`, `common`, …).
+
+`affected()` is the one place these rules are applied: this subcommand prints its report, and
+`validate checkout` and `validate image` run `affected(...).ids(tier)`, so for the same changed
+files they run the ids `affected --tier TIER` lists with a cadence on that tier.
 
 `python -m harness affected [--base REF | FILE…]`: the serve test ids a change affects, with
 their cadence marks; warns when a changed launcher has no pre_merge coverage."""
@@ -37,6 +42,8 @@ from harness.profiles import Profile, Tier
 from harness.profiles.launchers import files_used_by
 from harness.profiles.load import cadence_marks
 from harness.profiles.upstream import UPSTREAM_TAG, upstream_ids
+
+ORDER = 50  # its place in `serve-harness --help` (harness/cli/main.py)
 
 EVERYTHING_PREFIXES = ("harness/", "tests/serve/", "requirements/")
 EVERYTHING_FILES = (
@@ -69,9 +76,15 @@ class AffectedReport:
     unmapped: list[str] = field(default_factory=list)  # changed files that affect no serve case
     warnings: list[str] = field(default_factory=list)
 
+    def ids(self, tier: Tier) -> list[str]:
+        """The affected ids `tier` runs: their profile has that tier and does not skip them."""
+        return [case.test_id for case in self.cases if tier in case.cadence]
 
-def profiles_for(path: str, profiles: list[Profile], uses: Mapping[str, set[str]]) -> list[Profile]:
-    """The profiles a changed file affects (see the module docstring for the rules)."""
+
+def _profiles_of_repo_file(
+    path: str, profiles: list[Profile], uses: Mapping[str, set[str]]
+) -> list[Profile]:
+    """The profiles a changed file of this repository affects (module docstring)."""
     if path in EVERYTHING_FILES or path.startswith(EVERYTHING_PREFIXES):
         return profiles
     if path.startswith("profiles/") and path.endswith((".yaml", ".yml")):
@@ -83,7 +96,7 @@ def profiles_for(path: str, profiles: list[Profile], uses: Mapping[str, set[str]
     return []
 
 
-def checkout_profiles_for(path: str, profiles: list[Profile]) -> list[Profile]:
+def _profiles_of_checkout_file(path: str, profiles: list[Profile]) -> list[Profile]:
     """The profiles a changed file of a Dynamo checkout affects (module docstring)."""
     if path.startswith(CHECKOUT_HELPERS):
         return [p for p in profiles if p.upstream_launcher]
@@ -117,12 +130,17 @@ def case_cadence(profile: Profile, tiers: Iterable[Tier]) -> dict[str, dict[Tier
 def affected(
     changed: Iterable[str],
     profiles: list[Profile],
-    texts: Mapping[str, str],
+    texts: Mapping[str, str] | None = None,
     tiers: tuple[Tier, ...] = TIERS,
+    *,
     checkout: bool = False,
 ) -> AffectedReport:
-    """`texts`: contents of the launcher and launchers/lib files (repo path -> text).
-    `checkout`: the paths are a Dynamo checkout's (checkout_profiles_for), not this repo's."""
+    """The serve cases the changed files affect, with each tier's cadence marks.
+    `texts`: the launcher and launchers/lib files (repo path -> text) that say which launcher
+    uses which file; default: read from launchers/. `checkout`: the paths are a Dynamo
+    checkout's, not this repo's (launchers/ is not read)."""
+    if texts is None:
+        texts = {} if checkout else launcher_texts()
     uses = {p.launcher: files_used_by(p.launcher, texts) for p in profiles}
     report = AffectedReport()
     because: dict[str, list[str]] = {}
@@ -130,9 +148,9 @@ def affected(
     changed = sorted(dict.fromkeys(changed))
     for path in changed:
         hit = (
-            checkout_profiles_for(path, profiles)
+            _profiles_of_checkout_file(path, profiles)
             if checkout
-            else profiles_for(path, profiles, uses)
+            else _profiles_of_repo_file(path, profiles, uses)
         )
         if not hit:
             report.unmapped.append(path)
@@ -256,8 +274,8 @@ def run(args: argparse.Namespace) -> int:
         files = changed_files(args.base, checkout or REPO_ROOT)
     if not args.files and not args.base:
         print("affected: no --base given: uncommitted and untracked changes only", file=sys.stderr)
-    tiers: tuple[Tier, ...] = (args.tier,) if args.tier else ("gpu", "cpu")
-    report = affected(files, profiles_in(args.profiles), launcher_texts(), tiers, bool(checkout))
+    tiers: tuple[Tier, ...] = (args.tier,) if args.tier else TIERS
+    report = affected(files, profiles_in(args.profiles), tiers=tiers, checkout=bool(checkout))
     text = render(report, args.nodeids)
     if text:
         print(text)

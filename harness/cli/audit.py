@@ -10,6 +10,8 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 
+ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
+
 NAME = "audit"
 
 

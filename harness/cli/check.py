@@ -33,6 +33,8 @@ from harness.machine.tier import STACK_ENGINE, engine_pins, lock_mismatches, loc
 from harness.profiles import Profile, Tier
 from harness.topology.processes import describe_stale, stale_processes
 
+ORDER = 10  # its place in `serve-harness --help` (harness/cli/main.py)
+
 Status = Literal["ok", "info", "warn", "fail"]  # info: reported, not judged
 DYNAMO = "ai-dynamo"
 # ai-dynamo requires it, but it is a stub sdist fetched from outside PyPI and only the planner

@@ -40,6 +40,8 @@ from harness.machine import leases as gpu_leases
 from harness.machine import ports
 from harness.topology.processes import handling, raise_interrupt
 
+ORDER = 70  # its place in `serve-harness --help` (harness/cli/main.py)
+
 LABEL = "serve-harness"
 OWNER_LABEL = "serve-harness.owner-pid"
 OWNER_STARTED_LABEL = "serve-harness.owner-started"
@@ -332,7 +334,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_container_options(parser, image_help="image to run, e.g. dynamo:latest-vllm")
+    parser.add_argument("--image", required=True, help="image to run, e.g. dynamo:latest-vllm")
+    add_container_options(parser)
     parser.add_argument(
         "--overlay",
         action="append",
@@ -349,11 +352,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_container_options(
-    parser: argparse.ArgumentParser, image_help: str, required: bool = True
-) -> None:
-    """Which image and how to run it (shared with `harness validate`)."""
-    parser.add_argument("--image", required=required, help=image_help)
+def add_container_options(parser: argparse.ArgumentParser) -> None:
+    """How to run an image (shared with `harness validate image`); the caller names the image."""
     parser.add_argument("--gpus", help="'all' or a count (default: none)")
     parser.add_argument("--workdir", default="/workspace", help="the image's repo checkout")
     parser.add_argument(

@@ -17,10 +17,12 @@ from harness.cli.main import (
 )
 from harness.core.paths import REPO_ROOT
 from harness.machine.memory_plan import GIB, plan_memory
-from harness.oracles.registry import case_oracles
+from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.load import mark_names
 from harness.profiles.upstream import UPSTREAM_TAG, parity, render_markdown, upstream_ids
+
+ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
@@ -97,6 +99,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                         "launcher": profile.launcher,
                         "skip": skip_reason(profile, tier, sc),
                         "oracles": [o.describe() for o in case_oracles(case, tier, profile)],
+                        "case_oracles": list(case_checks(case, tier, profile)),
                     }
                 )
     return rows
@@ -119,6 +122,8 @@ def render_text(rows: list[dict[str, Any]]) -> str:
             for i, oracles in enumerate(row["oracles"]):
                 label = "oracles" if i == 0 else f"then {i + 1}"
                 line += f"\n  {'':<{width}}  {label}: {oracles}"
+            if row["case_oracles"]:
+                line += f"\n  {'':<{width}}  then together: {', '.join(row['case_oracles'])}"
         lines.append(line)
     return "\n".join(lines)
 

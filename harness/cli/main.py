@@ -1,7 +1,10 @@
 """What several subcommands share: the profiles directory option and loading profiles by name.
 
-`python -m harness SUBCOMMAND …`: each subcommand lives in its own `harness/cli/<name>.py`
-module exposing `add_parser(subparsers)` and `run(args) -> int`."""
+`python -m harness SUBCOMMAND …`: a subcommand is one module of this package defining
+`add_parser(subparsers)` and `run(args) -> int`; `build_parser` finds them, so adding one is
+adding one file. Its `ORDER: int` places it in `--help`, which lists the tools in the order one
+reaches for them (check the machine, list, bring one up, …) rather than by name; a module
+without `ORDER` comes last. Helper modules (this one) define neither function and are skipped."""
 
 from __future__ import annotations
 
@@ -9,9 +12,11 @@ import argparse
 import functools
 import importlib
 import os
+import pkgutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, ProfileError, load_profiles
@@ -107,9 +112,16 @@ EXIT_CODES = """exit codes:
   141  stdout closed early (`… | head`)
 (`python -m harness` is the same command.)"""
 
-SUBCOMMANDS = ("check", "list", "up", "audit", "affected", "report", "docker", "validate")
-# `list` is a builtin's name, so its module is `list_cmd`.
-MODULES = {"list": "list_cmd"}
+
+def subcommand_modules() -> list[ModuleType]:
+    """The modules of this package that define `add_parser` and `run`, by `ORDER` then name."""
+    package = importlib.import_module(__name__.rpartition(".")[0])
+    modules = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        if callable(getattr(module, "add_parser", None)) and callable(getattr(module, "run", None)):
+            modules.append(module)
+    return sorted(modules, key=lambda m: (getattr(m, "ORDER", sys.maxsize), m.__name__))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,13 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="serve-harness",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EXIT_CODES,
-        description="Tools around the serve suite: check this machine, list profiles, bring one "
-        "topology up, audit launchers without starting engines, map changed files to tests, "
-        "render reports, run the suite in a docker image, validate a change in one.",
+        description="Tools around the serve suite; `serve-harness COMMAND --help` says more.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(f"harness.cli.{MODULES.get(name, name)}")
+    for module in subcommand_modules():
         sub = module.add_parser(subparsers)
         sub.set_defaults(run=module.run)
     return parser

@@ -20,6 +20,8 @@ from harness.report import (
     validation_table,
 )
 
+ORDER = 60  # its place in `serve-harness --help` (harness/cli/main.py)
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="results.jsonl -> validation / A-B tables")

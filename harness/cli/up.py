@@ -21,7 +21,9 @@ from harness.cli.main import (
 from harness.core.verdict import TopologyFailure
 from harness.machine.tier import detect_tier
 from harness.topology.processes import handling
-from harness.topology.topology import LaunchedTopology, launch
+from harness.topology.topology import Launched, Topology, launch
+
+ORDER = 30  # its place in `serve-harness --help` (harness/cli/main.py)
 
 WATCH_S = 1.0
 TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}
@@ -41,7 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def describe(topo: LaunchedTopology) -> str:
+def describe(topo: Topology[Launched]) -> str:
     plan = topo.plan
     lines = [
         f"ready in {topo.ready_s:.1f} s: {plan.profile} ({plan.tier}), model {plan.model}",
@@ -53,10 +55,10 @@ def describe(topo: LaunchedTopology) -> str:
         where = role.health_url or (
             f"{plan.frontend_url}/v1/models" if role.kind == "frontend" else "(no health port)"
         )
-        lines.append(f"{role.name:<{width}} {where:<38} log {topo.roles.log_path(role.name)}")
+        lines.append(f"{role.name:<{width}} {where:<38} log {topo.role_log(role.name)}")
     lines += [
         f"launcher   {' '.join(plan.argv)}",
-        f"           log {topo.roles.launcher_log}",
+        f"           log {topo.deployment.roles.launcher_log}",
         f"ports      {' '.join(f'{k}={v}' for k, v in plan.ports.items())}",
         f"run dir    {plan.run_dir}",
         f"marker     HARNESS_TOPOLOGY_ID={plan.topology_id}",
@@ -82,7 +84,7 @@ def interrupt_on_term() -> Iterator[None]:
         yield
 
 
-def serve_until_interrupted(topo: LaunchedTopology) -> None:
+def serve_until_interrupted(topo: Topology[Launched]) -> None:
     print(describe(topo), flush=True)
     while True:
         time.sleep(WATCH_S)
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             with topo:
                 serve_until_interrupted(topo)
         except KeyboardInterrupt:
-            report = topo.stop_report
+            report = topo.deployment.stop_report
             took = f"{report.duration_s:.1f} s" if report else "-"
             print(f"stopped after {time.monotonic() - started:.1f} s; teardown {took}, "
                   "no process or port left", flush=True)  # fmt: skip

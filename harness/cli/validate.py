@@ -1,42 +1,13 @@
-"""A Dynamo checkout made from the installed ai-dynamo wheel and a patch, for one run only.
-
-The patch is a unified diff whose paths are site-packages paths (`a/dynamo/vllm/…`, as
-`diff -ru site-packages/dynamo patched/dynamo` writes them). Every `dynamo.<package>` it touches
-is copied out of site-packages into `<dir>/components/src/dynamo/<package>` and patched there
-with GNU patch; `--dynamo-src <dir>` then puts it in front of the installed one
-(runtime/dynamo_src.py). Nothing installed is modified.
-
-`harness validate --dynamo-patch FILE [--ids ID,…]`: an unpatched-versus-patched run of the
-installed Dynamo's Python on this machine's CPU tier, no image needed.
-
-Side A runs the installed ai-dynamo as it ships; side B runs the same ids with the patch made into
-a checkout (dynamo_patch.py) in front of it (`--dynamo-src`, whose import records prove every
-role ran it). Both sides judge with `--strict-defects`: a declared upstream defect excuses
-nothing, so the unpatched side fails naming it and the patched side must match the model's own
-answer. Exit status: the patched run's.
-
-`harness validate --dynamo-src PATH --base REF [--ids ID,…]`: the serve ids a change to a Dynamo
-checkout affects, run on this machine's CPU tier twice: with the checkout as it was at REF and
-as it is now (both its launchers and its Python, `--dynamo-src`), and the table of the two.
-
-The seed's proof, for a maintainer's branch: the E/P/D launcher without its encode health line
-at REF fails `no_health_source` naming encode, the branch passes. Exit status: the change's.
-
-`python -m harness validate --image IMG --change SRC[:DST]… [--ids ID,…] [-- PYTEST_ARGS]`:
-the serve ids a change affects, run twice in the image (as shipped, then with the change
-overlaid) and the validation table, in markdown ready to paste into a PR description.
-
-The recipe upstream used to prove its encode-health fix: mount the changed launcher into the CI
-image, run the affected tests unpatched and patched, compare. Exit status: the changed run's.
-
-`--dynamo-patch FILE` is the same on this machine, no image: the patch (site-packages paths)
-made into a checkout of the installed Dynamo's Python, run against the installed one on the
-CPU tier with `--strict-defects` on both sides (validate_local.py)."""
+"""The serve ids a change affects, run twice (without the change, then with it), and the table
+of the two runs in markdown, ready to paste into a PR description. Exit status: the run with
+the change's. `serve-harness validate MODE --help` says what each mode's two runs are and which
+ids it picks."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import os
 import re
 import shutil
@@ -45,13 +16,13 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.cli.affected import affected, changed_files, launcher_texts
+from harness.cli.affected import affected, changed_files
 from harness.cli.docker import (
     DockerRunError,
     add_container_options,
@@ -68,7 +39,105 @@ from harness.report.render import compare_table, validation_table
 from harness.report.results import ResultsFileError, load_results
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
+ORDER = 80  # its place in `serve-harness --help` (harness/cli/main.py)
+
+SERVE_TESTS = "tests/serve"
+MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
+Rows = dict[str, list[dict[str, Any]]]  # side -> its results rows
+Runs = list[tuple[str, int, float]]  # (side, exit status, wall seconds), in run order
+
+
+# What every mode shares: its two runs' results, one table of them.
+
+
+def listed_ids(text: str) -> list[str]:
+    """`--ids a, b` -> ["a", "b"]."""
+    return [i.strip() for i in text.split(",") if i.strip()]
+
+
+def results_root(args: argparse.Namespace) -> Path:
+    return args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def first_sentence(message: str) -> str:
+    line = message.splitlines()[0]
+    end = line.find(". ")
+    text = line[: end + 1] if end >= 0 else line
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+
+
+def side_rows(
+    results: Path, side: str, mark: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
+    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
+    if not results.is_file():
+        return []
+    try:
+        rows = load_results(results)
+    except ResultsFileError as exc:
+        raise CliError(f"{side} run: {exc}") from None
+    for row in rows:
+        row["launcher"] = (
+            f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
+        )
+        if row["cause"] and row.get("message"):
+            row["cause"] = f"{row['cause']}: {first_sentence(row['message'])}"
+    return rows
+
+
+def render_sides(heading: list[str], sides: tuple[str, str], rows: Rows, runs: Runs) -> str:
+    """The validation table (every row of both sides), the per-id comparison (A: the first
+    side, B: the second) and each run's exit status and wall time, under `heading`."""
+    return "\n".join([
+        *heading,
+        "",
+        validation_table([row for side in sides for row in rows.get(side, [])], "md"),
+        "",
+        f"A: {sides[0]}, B: {sides[1]}",
+        "",
+        compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
+        "",
+        "| run | exit | wall time |",
+        "|---|---|---|",
+        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
+    ])  # fmt: skip
+
+
+def write_table(text: str, root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "validation.md").write_text(text + "\n")
+    print(text)
+    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+
+
+def run_side(
+    side: str,
+    ids: list[str],
+    out: Path,
+    extra: list[str],
+    env: dict[str, str],
+    strict: bool = True,
+) -> int:
+    """One side on this machine: the serve suite on exactly these ids (their baselines pulled
+    in), on the CPU tier, its results under `out`."""
+    command = [sys.executable, "-m", "pytest", SERVE_TESTS, "--tier", "cpu",
+               *(["--strict-defects"] if strict else []),
+               "--ids", ",".join(ids), "--results", str(out / "results.jsonl"),
+               "-p", "no:cacheprovider", *extra]  # fmt: skip
+    print(f"harness validate: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
+    try:  # the run's output on stderr (stdout is the table); inherited where it is no file
+        err: int | None = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        err = None
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=err, stderr=err)
+    return done.returncode
+
+
+# `validate patch`: the installed ai-dynamo against a checkout of it with the patch applied.
+
 TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
+PATCH_SIDES = ("installed", "patched")
 
 
 class PatchError(ValueError):
@@ -105,7 +174,9 @@ def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Pa
 
 
 def defect_ids(profiles: list[Profile], files: list[str]) -> list[str]:
-    """The CPU ids whose declared upstream defect is rooted in one of `files`."""
+    """The CPU ids whose declared upstream defect is rooted in one of `files` (site-packages
+    paths): the ids the patch is meant to turn from failing to passing. Not `affected()`, which
+    gives every id that runs a changed file: every vLLM id runs dynamo/vllm."""
     return [
         p.test_id(case)
         for p in profiles
@@ -117,21 +188,9 @@ def defect_ids(profiles: list[Profile], files: list[str]) -> list[str]:
     ]
 
 
-SERVE_TESTS = "tests/serve"
-LOCAL_SIDES = ("installed", "patched")
-MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
-
-
-def first_sentence(message: str) -> str:
-    line = message.splitlines()[0]
-    end = line.find(". ")
-    text = line[: end + 1] if end >= 0 else line
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
-
-
-def local_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
+def patch_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
     if args.ids:
-        return [i.strip() for i in args.ids.split(",") if i.strip()]
+        return args.ids
     ids = defect_ids(profiles_in(args.profiles), files)
     if not ids:
         raise CliError(f"no profile declares an upstream defect rooted in {', '.join(files)}; "
@@ -139,83 +198,30 @@ def local_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
     return ids
 
 
-def side_rows(
-    results: Path, side: str, mark: Callable[[str], str] | None = None
-) -> list[dict[str, Any]]:
-    """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
-    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
-    if not results.is_file():
-        return []
-    try:
-        rows = load_results(results)
-    except ResultsFileError as exc:
-        raise CliError(f"{side} run: {exc}") from None
-    for row in rows:
-        row["launcher"] = (
-            f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
-        )
-        if row["cause"] and row.get("message"):
-            row["cause"] = f"{row['cause']}: {first_sentence(row['message'])}"
-    return rows
+def run_patch(args: argparse.Namespace) -> int:
+    """An unpatched-versus-patched run of the installed Dynamo's Python on this machine's CPU
+    tier, no image needed.
 
+    The patch is a unified diff whose paths are site-packages paths (`a/dynamo/vllm/…`, as
+    `diff -ru site-packages/dynamo patched/dynamo` writes them). Every `dynamo.<package>` it
+    touches is copied out of site-packages into `<dir>/components/src/dynamo/<package>` and
+    patched there with GNU patch. Nothing installed is modified.
 
-def render_sides(
-    heading: list[str],
-    sides: tuple[str, str],
-    rows: dict[str, list[dict[str, Any]]],
-    runs: list[tuple[str, int, float]],
-) -> str:
-    """The validation table (every row of both sides), the per-id comparison (A: the first
-    side, B: the second) and each run's exit status and wall time, under `heading`."""
-    return "\n".join([
-        *heading,
-        "",
-        validation_table([row for side in sides for row in rows.get(side, [])], "md"),
-        "",
-        f"A: {sides[0]}, B: {sides[1]}",
-        "",
-        compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
-        "",
-        "| run | exit | wall time |",
-        "|---|---|---|",
-        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
-    ])  # fmt: skip
-
-
-def run_side(
-    side: str,
-    ids: list[str],
-    out: Path,
-    extra: list[str],
-    env: dict[str, str],
-    strict: bool = True,
-) -> int:
-    """One side: the serve suite on exactly these ids (their baselines pulled in), on this
-    machine's CPU tier, its results under `out`."""
-    command = [sys.executable, "-m", "pytest", SERVE_TESTS, "--tier", "cpu",
-               *(["--strict-defects"] if strict else []),
-               "--ids", ",".join(ids), "--results", str(out / "results.jsonl"),
-               "-p", "no:cacheprovider", *extra]  # fmt: skip
-    print(f"harness validate: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
-    try:  # the run's output on stderr (stdout is the table); inherited where it is no file
-        err: int | None = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        err = None
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=err, stderr=err)
-    return done.returncode
-
-
-def run_local(args: argparse.Namespace) -> int:
-    patch = Path(args.dynamo_patch)
+    Side A runs the installed ai-dynamo as it ships; side B runs the same ids with that patched
+    checkout in front of it (`--dynamo-src`, whose import records prove every role ran it). Both
+    sides judge with `--strict-defects`: a declared upstream defect excuses nothing, so the
+    unpatched side fails naming it and the patched side must match the model's own answer.
+    Default ids: those whose declared upstream defect is rooted in a file the patch touches.
+    Exit status: the patched run's."""
+    patch: Path = args.patch
     if not patch.is_file():
-        raise CliError(f"--dynamo-patch {patch}: no such file")
+        raise CliError(f"{patch}: no such file")
     try:
         files = touched_files(patch)
     except PatchError as exc:
         raise CliError(str(exc)) from None
-    ids = local_ids(args, files)
-    extra = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
-    root = args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+    ids = patch_ids(args, files)
+    root = results_root(args)
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="harness-dynamo-patch-") as tmp:
         try:
@@ -227,29 +233,21 @@ def run_local(args: argparse.Namespace) -> int:
         if args.dry_run:
             return 0
         base = {k: v for k, v in os.environ.items() if k != DYNAMO_SRC_ENV}
-        rows: dict[str, list[dict[str, Any]]] = {}
-        runs: list[tuple[str, int, float]] = []
-        for side in LOCAL_SIDES:
+        rows: Rows = {}
+        runs: Runs = []
+        for side in PATCH_SIDES:
             env = {**base, DYNAMO_SRC_ENV: str(checkout)} if side == "patched" else base
             started = time.monotonic()
-            code = run_side(side, ids, root / side, extra, env)
+            code = run_side(side, ids, root / side, args.pytest_args, env)
             if code in (2, 130):  # a usage error or Ctrl-C: no table to make
                 return code
             runs.append((side, code, time.monotonic() - started))
             rows[side] = side_rows(root / side / "results.jsonl", side)
-    text = render_local(patch, files, rows, runs)
-    (root / "validation.md").write_text(text + "\n")
-    print(text)
-    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    write_table(render_patch(patch, files, rows, runs), root)
     return runs[-1][1]
 
 
-def render_local(
-    patch: Path,
-    files: list[str],
-    rows: dict[str, list[dict[str, Any]]],
-    runs: list[tuple[str, int, float]],
-) -> str:
+def render_patch(patch: Path, files: list[str], rows: Rows, runs: Runs) -> str:
     dynamo = metadata.version("ai-dynamo")
     heading = [
         f"### Validation: {patch.name} against the installed ai-dynamo {dynamo}",
@@ -257,14 +255,10 @@ def render_local(
         f"Patched: {', '.join(f'`{f}`' for f in files)}; both sides `--strict-defects` (a "
         "declared upstream defect excuses nothing).",
     ]
-    return render_sides(heading, LOCAL_SIDES, rows, runs)
+    return render_sides(heading, PATCH_SIDES, rows, runs)
 
 
-def checkout_ids(profiles: list[Profile], files: list[str]) -> list[str]:
-    """The CPU-tier ids the checkout's changed files affect (each runs the checkout's launcher
-    where it holds it)."""
-    return [c.test_id for c in affected(files, profiles, {}, ("cpu",), checkout=True).cases
-            if "cpu" in c.cadence]  # fmt: skip
+# `validate checkout`: a Dynamo checkout at a base revision against its working tree.
 
 
 def base_tree(checkout: Path, base: str, out: Path) -> Path:
@@ -279,14 +273,24 @@ def base_tree(checkout: Path, base: str, out: Path) -> Path:
 
 
 def run_checkout(args: argparse.Namespace) -> int:
-    checkout = Path(args.dynamo_src).resolve()
+    """The serve ids a change to a Dynamo checkout affects (those `affected --dynamo-src PATH
+    --base REF` lists for the CPU tier), run on this machine's CPU tier twice: with the checkout
+    as it was at REF and as it is now (both its launchers and its Python, `--dynamo-src`), and
+    the table of the two.
+
+    The seed's proof, for a maintainer's branch: the E/P/D launcher without its encode health
+    line at REF fails `no_health_source` naming encode, the branch passes. Exit status: the
+    change's."""
+    checkout = args.checkout.resolve()
     try:
         DynamoSource(checkout).check()
     except DynamoSourceError as exc:
         raise CliError(str(exc)) from None
     files = changed_files(args.base, checkout)
-    ids = ([i.strip() for i in args.ids.split(",") if i.strip()] if args.ids
-           else checkout_ids(profiles_in(args.profiles), files))  # fmt: skip
+    ids = args.ids
+    if not ids:
+        report = affected(files, profiles_in(args.profiles), tiers=("cpu",), checkout=True)
+        ids = report.ids("cpu")
     if not ids:
         raise CliError(f"no CPU-tier serve case runs what changed since {args.base}: {files}")
     sides = (f"base {args.base}", "change")
@@ -294,17 +298,16 @@ def run_checkout(args: argparse.Namespace) -> int:
           f"{', '.join(ids)}", file=sys.stderr)  # fmt: skip
     if args.dry_run:
         return 0
-    extra = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
-    root = args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
-    rows: dict[str, list[dict[str, Any]]] = {}
-    runs: list[tuple[str, int, float]] = []
+    root = results_root(args)
+    rows: Rows = {}
+    runs: Runs = []
     with tempfile.TemporaryDirectory(prefix="harness-dynamo-base-") as tmp:
         trees = {sides[0]: base_tree(checkout, args.base, Path(tmp)), sides[1]: checkout}
         for side in sides:
             env = {**os.environ, DYNAMO_SRC_ENV: str(trees[side])}
             out = root / side.replace(" ", "-")
             started = time.monotonic()
-            code = run_side(side, ids, out, extra, env, strict=False)
+            code = run_side(side, ids, out, args.pytest_args, env, strict=False)
             if code in (2, 130):
                 return code
             runs.append((side, code, time.monotonic() - started))
@@ -316,53 +319,13 @@ def run_checkout(args: argparse.Namespace) -> int:
         f"Changed: {changed}; every role runs the checkout's Python and, where a profile names "
         "one, its launcher (`--dynamo-src`).",
     ]
-    text = render_sides(heading, sides, rows, runs)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "validation.md").write_text(text + "\n")
-    print(text)
-    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    write_table(render_sides(heading, sides, rows, runs), root)
     return runs[-1][1]
 
 
-SIDES = ("as shipped", "changed")
+# `validate image`: this repository's files overlaid on a container image's checkout.
 
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "validate",
-        help="run a change's affected serve ids in an image, as shipped and changed",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--change",
-        action="append",
-        default=[],
-        metavar="SRC[:DST]",
-        help="changed file SRC replacing the repo path DST (default: SRC's own repo path)",
-    )
-    parser.add_argument(
-        "--dynamo-patch",
-        type=Path,
-        metavar="FILE",
-        help="no image: a patch to the installed Dynamo's Python (site-packages paths), run "
-        "on this machine against the installed one (default ids: those whose declared upstream "
-        "defect is rooted in a file it touches)",
-    )
-    parser.add_argument(
-        "--dynamo-src",
-        metavar="PATH",
-        help="no image: a Dynamo checkout (git), run as it is against itself at --base",
-    )
-    parser.add_argument("--base", metavar="REF", help="with --dynamo-src: the revision to compare")
-    parser.add_argument("--ids", help="comma-separated subset of the affected ids to run")
-    parser.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
-    add_container_options(
-        parser, image_help="image holding the checkout at --workdir", required=False
-    )
-    add_profiles_option(parser)
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then pytest arguments")
-    return parser
+IMAGE_SIDES = ("as shipped", "changed")
 
 
 @dataclass(frozen=True)
@@ -392,22 +355,20 @@ def parse_change(spec: str, workdir: str) -> Change:
     return Change(Path(bind.source), repo_path)
 
 
-def affected_ids(args: argparse.Namespace, changes: list[Change], tier: Tier) -> list[str]:
+def image_ids(args: argparse.Namespace, changes: list[Change], tier: Tier) -> list[str]:
     """The ids the tier runs for these files (every one of `--ids`, which must be among them)."""
     paths = [c.repo_path for c in changes]
-    report = affected(paths, profiles_in(args.profiles), launcher_texts(), (tier,))
-    ids = [case.test_id for case in report.cases if case.cadence.get(tier)]
+    ids = affected(paths, profiles_in(args.profiles), tiers=(tier,)).ids(tier)
     if not ids:
         raise CliError(f"no serve case of the {tier} tier runs {', '.join(paths)}")
     if args.ids:
-        wanted = [i.strip() for i in args.ids.split(",") if i.strip()]
-        unknown = [i for i in wanted if i not in ids]
+        unknown = [i for i in args.ids if i not in ids]
         if unknown:
             raise CliError(
                 f"--ids: {', '.join(unknown)} not affected by {', '.join(paths)} on the {tier} "
                 f"tier; affected: {', '.join(ids)}"
             )
-        ids = wanted
+        ids = args.ids
     return ids
 
 
@@ -422,47 +383,39 @@ def side_results(results_dir: Path, side: str, changes: list[Change]) -> list[di
     return side_rows(results_dir / "results.jsonl", side, mark)
 
 
-def render(
-    args: argparse.Namespace,
-    changes: list[Change],
-    rows: dict[str, list[dict[str, Any]]],
-    runs: list[tuple[str, int, float]],
-) -> str:
+def render_image(args: argparse.Namespace, changes: list[Change], rows: Rows, runs: Runs) -> str:
     heading = [
         f"### Validation: {', '.join(c.repo_path for c in changes)}",
         "",
         f"Image `{args.image}`; changed: "
         + ", ".join(f"`{c.repo_path}` ← `{c.source.name}` (sha256 {c.digest()})" for c in changes),
     ]
-    return render_sides(heading, SIDES, rows, runs)
+    return render_sides(heading, IMAGE_SIDES, rows, runs)
 
 
-@reports_user_errors
-def run(args: argparse.Namespace) -> int:
-    if args.dynamo_src is not None:
-        if args.image or args.change or args.dynamo_patch or not args.base:
-            raise CliError("--dynamo-src runs here against --base REF: no --image/--change")
-        return run_checkout(args)
-    if args.dynamo_patch is not None:
-        if args.image or args.change:
-            raise CliError("--dynamo-patch runs on this machine: give it without --image/--change")
-        return run_local(args)
-    if not args.image or not args.change:
-        raise CliError("give --image and --change (or --dynamo-patch, to run here)")
+def run_image(args: argparse.Namespace) -> int:
+    """The serve ids a change affects (those `affected --tier TIER` lists as run on the tier),
+    run twice in the image, as shipped and then with the change overlaid, and the validation
+    table.
+
+    The recipe upstream used to prove its encode-health fix: mount the changed launcher into
+    the CI image, run the affected tests unpatched and patched, compare. Exit status: the
+    changed run's."""
     changes = [parse_change(spec, args.workdir) for spec in args.change]
     tier: Tier = args.tier or ("gpu" if args.gpus else "cpu")
-    ids = affected_ids(args, changes, tier)
-    extra = [a for a in args.pytest_args if a != "--"] if args.pytest_args else []
-    root = args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
+    ids = image_ids(args, changes, tier)
+    root = results_root(args)
     print(f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}",
           file=sys.stderr)  # fmt: skip
     client = None if args.dry_run else docker_client()
-    rows: dict[str, list[dict[str, Any]]] = {}
-    runs: list[tuple[str, int, float]] = []
-    for side in SIDES:
+    rows: Rows = {}
+    runs: Runs = []
+    for side in IMAGE_SIDES:
         overlays = [f"{c.source}:{c.repo_path}" for c in changes] if side == "changed" else []
         results_dir = root / side.replace(" ", "-")
-        command = pytest_command(args.python, [SERVE_TESTS, "--ids", ",".join(ids), *extra])
+        command = pytest_command(
+            args.python, [SERVE_TESTS, "--ids", ",".join(ids), *args.pytest_args]
+        )
         spec = container_spec(args, command, overlays, results_dir)
         print(f"harness validate: {side} run\n{spec.describe()}", file=sys.stderr, flush=True)
         if client is None:
@@ -475,8 +428,102 @@ def run(args: argparse.Namespace) -> int:
         rows[side] = side_results(results_dir, side, changes)
     if client is None:
         return 0
-    text = render(args, changes, rows, runs)
-    (root / "validation.md").write_text(text + "\n")
-    print(text)
-    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    write_table(render_image(args, changes, rows, runs), root)
     return runs[-1][1]
+
+
+# The command line: one subparser per mode, each with its own options only.
+
+MODES: dict[str, Callable[[argparse.Namespace], int]] = {
+    "patch": run_patch,
+    "checkout": run_checkout,
+    "image": run_image,
+}
+PYTEST_ARGS = "-- PYTEST_ARGS"
+
+
+class ModeParser(argparse.ArgumentParser):
+    """A mode's parser: what follows the first `--` goes to pytest on both sides unparsed, as
+    `args.pytest_args`. argparse's own REMAINDER positional cannot do this after IMAGE: it
+    would take every option given after IMAGE too."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = list(sys.argv[1:] if args is None else args)
+        cut = argv.index("--") if "--" in argv else len(argv)
+        parsed, unknown = super().parse_known_args(argv[:cut], namespace)
+        parsed.pytest_args = argv[cut + 1 :]
+        return parsed, unknown
+
+
+def add_mode(modes: Any, name: str, summary: str) -> ModeParser:
+    """The mode's parser; its `--help` text is the docstring of its run function (MODES)."""
+    parser: ModeParser = modes.add_parser(
+        name,
+        help=summary,
+        description=inspect.getdoc(MODES[name]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{PYTEST_ARGS}: passed to pytest on both sides",
+    )
+    return parser
+
+
+def add_local_run_options(mode: argparse.ArgumentParser, ids_help: str) -> None:
+    """The options of a mode that runs pytest on this machine (`patch`, `checkout`)."""
+    mode.add_argument("--ids", type=listed_ids, metavar="ID,…", help=ids_help)
+    mode.add_argument(
+        "--results-dir", type=Path, help="both runs' results and the table (default: under runs/)"
+    )
+    mode.add_argument("--dry-run", action="store_true", help="print the ids, run nothing")
+    add_profiles_option(mode)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "validate",
+        help="run a change's affected serve ids without and with it, and the table of the two",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    modes = parser.add_subparsers(
+        dest="mode", required=True, metavar="MODE", parser_class=ModeParser
+    )
+
+    patch = add_mode(modes, "patch", "a patch to the installed ai-dynamo, run on this machine")
+    patch.add_argument("patch", type=Path, metavar="FILE", help="the patch (site-packages paths)")
+    add_local_run_options(
+        patch, "the ids to run (default: those whose declared upstream defect is rooted in a "
+        "file the patch touches)",
+    )  # fmt: skip
+
+    checkout = add_mode(modes, "checkout", "a Dynamo checkout at REF and now, run on this machine")
+    checkout.add_argument("checkout", type=Path, metavar="PATH", help="a Dynamo checkout (git)")
+    checkout.add_argument("--base", required=True, metavar="REF", help="the revision to compare")
+    add_local_run_options(checkout, "the ids to run (default: the CPU-tier ids the change affects)")
+
+    image = add_mode(modes, "image", "files of this repository changed in an image's checkout")
+    image.add_argument("image", metavar="IMAGE", help="image holding the checkout at --workdir")
+    image.add_argument(
+        "--change",
+        action="append",
+        required=True,
+        metavar="SRC[:DST]",
+        help="changed file SRC replacing the repo path DST (default: SRC's own repo path)",
+    )
+    image.add_argument(
+        "--ids", type=listed_ids, metavar="ID,…", help="a subset of the affected ids to run"
+    )
+    image.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
+    add_container_options(image)
+    add_profiles_option(image)
+
+    for mode in (patch, checkout, image):
+        usage = mode.format_usage().removeprefix("usage: ").rstrip()
+        mode.usage = f"{usage} [{PYTEST_ARGS}]"
+    return parser
+
+
+@reports_user_errors
+def run(args: argparse.Namespace) -> int:
+    return MODES[args.mode](args)

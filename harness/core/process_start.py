@@ -1,13 +1,13 @@
-"""When a process started: with its pid, the identity that tells it from a later process that
-reuses the pid.
+"""A process's identity beyond its pid: when it started, in seconds since boot.
 
-psutil's `create_time()` is the boot time, read again from /proc/stat on every call, plus the
-process's start tick. The boot time moves whenever the wall clock is stepped (NTP, a clock set
-after resume, a VM restored from a snapshot), and every live process then compares as another
-one. Seen in CI on this box (2026-12-01, the kernel logging "crng reseeded due to virtual
-machine fork"): the harness named running roles as exited ("code unknown") and tore them down.
-The start tick itself (/proc/PID/stat field 22, clock ticks since boot) never moves; psutil
-keys its own `is_running()` on it. Where there is no /proc (macOS), psutil's value is used."""
+With its pid, the start tells a process from a later one that reuses the pid. psutil's
+`create_time()` is the boot time, read again from /proc/stat on every call, plus the process's
+start tick. The boot time moves whenever the wall clock is stepped (NTP, a clock set after
+resume, a VM restored from a snapshot), and every live process then compares as another one:
+running roles would be named exited ("code unknown") and torn down (the run that showed it:
+docs/design-deviations.md, "Process identity and the wall clock"). The start tick itself
+(/proc/PID/stat field 22, clock ticks since boot) never moves; psutil keys its own
+`is_running()` on it. Where there is no /proc (macOS), psutil's value is used."""
 
 from __future__ import annotations
 

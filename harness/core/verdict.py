@@ -21,7 +21,7 @@ class Cause(StrEnum):
     HTTP_ERROR = "http_error"
     WRONG_ANSWER = "wrong_answer"
     WRONG_PATH = "wrong_path"
-    CACHE_MISS = "cache_miss"  # a repeated request missed the prefix cache (judging/cache_hit.py)
+    CACHE_MISS = "cache_miss"  # a repeated request missed the prefix cache (oracles/serving.py)
     MODEL_NOT_CACHED = "model_not_cached"
     TEARDOWN_UNCLEAN = "teardown_unclean"
     EXPOSED_LISTENER = "exposed_listener"

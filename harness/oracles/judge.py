@@ -1,16 +1,22 @@
-"""Judge one answer: every declared oracle that applies (oracle_set.py), in order; raise a named
-failure at the first that fails. A request's declared upstream defect says how its oracles must
-come out (`held`)."""
+"""The judge: every registered oracle that applies (registry.py), in order, on each answer and
+then on the case's answers together; the first that fails raises its named failure. A
+request's declared upstream defect says how its oracles must come out (`held`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.oracles.answer import Answer, JudgeSettings, Scope
+from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
 from harness.oracles.checks import OracleResult
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import Oracle, OtherMedia, applicable, media_blind_why
+from harness.oracles.registry import (
+    Oracle,
+    OtherMedia,
+    applicable,
+    applicable_to_case,
+    media_blind_why,
+)
 from harness.profiles import Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs
 
@@ -40,7 +46,9 @@ class CaseJudge:
         """Checks that held, one line each; raises TopologyFailure at the first that fails."""
         lines = []
         if self.tier == "cpu" and answer.scope.expect_status == answer.resp.status_code == 200:
-            self.baselines.record(answer.scope.key(), self.signature, answer.content)
+            self.baselines.record(
+                answer.scope.key(), self.signature, answer.content, answer.scope.through_encoder
+            )
         for oracle in applicable(answer.scope):
             result = oracle.check(answer)
             try:
@@ -49,6 +57,15 @@ class CaseJudge:
                 raise self.explained(failure, answer, oracle) from None
             if oracle.reads_content and result.passed and result.vouches:
                 self.content_passed += 1
+        return lines
+
+    def judge_case(self, run: CaseRun) -> list[str]:
+        """The case oracles' lines, once every request of the case is answered; raises at the
+        first that fails."""
+        lines = []
+        for oracle in applicable_to_case(run.scope):
+            result = oracle.check(run)
+            lines.append(self.must(result, cause=oracle.failure_cause(run)))
         return lines
 
     def held(self, answer: Answer, oracle: Oracle, result: OracleResult) -> str:

@@ -1,39 +1,40 @@
-"""CPU-tier oracle: the `usage.prompt_tokens` vLLM should report, computed with the model's own
-HF processor (chat template -> processor(text, images, videos) -> len(input_ids)).
+"""The CPU tier's independent reference: what the model itself makes of a request (transformers).
 
-Video: vLLM decodes and samples frames itself before its HF processor sees them. For
-Qwen3-VL (`Qwen3VLVideoProcessor`) this module mirrors vLLM's `qwen3_vl` video loader (0.31,
-the pinned engine; 0.32 samples alike)
-(OpenCV decode; `n = int(total / fps * 2)`, clamped to [4, 768] and to `total`; indices
-`linspace(0, total - 1, n).round()`) and hands the processor those frames with their metadata
-(`do_sample_frames=False`), so the frame count and the per-frame timestamp text match exactly.
-For any other video processor vLLM's generic loader samples with different rules (32 frames, no
-fps metadata), which this module does not reproduce: `expected_prompt_tokens` returns None then.
-
-The model's own answer: Hugging Face transformers `generate` on the same tiny checkpoint, on
-the raw media, greedy, with the model's own chat template, processor, feature layer and feature
-selection (prompt_tokens.py). Nothing in it follows the code under test.
-
-This is the CPU tier's independent reference: a topology whose answers agree with each other but
+Nothing in it follows the code under test: a topology whose answers agree with each other but
 not with the model itself (an encoder selecting the wrong features in every topology) disagrees
-with it. Every request is compared with it whatever path its media travels (agg, the encode
-worker, the prefill worker's own video decoding). Measured on both tiny models in float32
-(24-100 tokens, text, image URL/base64, video, image+video): vLLM's answers equal it character
-for character, so the rule is exact equality of the text. A path that computes something else
-shows as a declared upstream defect (profiles' `known_defect`, docs/upstream-defects.md).
+with it.
 
-Outputs recorded per launch in this session, for cross-topology equality checks.
-
-Why an answer is not the model's own: where the input each role ran departs from the model's.
-
-Three facts, each read from something the code under test does not compute:
-- the media tokens: `usage.prompt_tokens` minus the text the model's processor counts, against
-  the processor's own media-token count (LLaVA-1.5 through Dynamo 1.6.1's encode worker: 65
-  against 64, the CLS row kept);
-- each engine role's prompt, from its own `vllm:prompt_tokens_total` (generate_counter.py): an
-  E/P/D decode worker that runs a prompt of another length than the prefill whose KV it
-  imported (prefill 115, decode 114) names the role whose input diverged;
-- the first answer token that differs from the model's own greedy answer."""
+- `expected_prompt_tokens`: the `usage.prompt_tokens` vLLM should report, computed with the
+  model's own HF processor (chat template -> processor(text, images, videos) -> len(input_ids)).
+  Video: vLLM decodes and samples frames itself before its HF processor sees them. For Qwen3-VL
+  (`Qwen3VLVideoProcessor`) `decode_video_like_vllm` mirrors vLLM's `qwen3_vl` video loader
+  (0.31, the pinned engine; 0.32 samples alike) (OpenCV decode; `n = int(total / fps * 2)`,
+  clamped to [4, 768] and to `total`; indices `linspace(0, total - 1, n).round()`) and hands the
+  processor those frames with their metadata (`do_sample_frames=False`), so the frame count and
+  the per-frame timestamp text match exactly. For any other video processor vLLM's generic
+  loader samples with different rules (32 frames, no fps metadata), which is not reproduced
+  here: `expected_prompt_tokens` (and everything built on `processor_inputs`) returns None then.
+- `reference`: the model's own answer: Hugging Face transformers `generate` on the same tiny
+  checkpoint, on the raw media, greedy, with the model's own chat template, processor, feature
+  layer and feature selection (`processor_inputs`). Every request is compared with it whatever
+  path its media travels (agg, the encode worker, the prefill worker's own video decoding).
+  vLLM's answers equal it character for character on both tiny models in float32
+  (docs/measurements.md, "Figures behind constants in the code"), so the rule is exact equality
+  of the text. A path that computes something else shows as a declared upstream defect
+  (profiles' `known_defect`, docs/upstream-defects.md).
+- `BaselineStore`: outputs recorded per launch in this session, for cross-topology equality
+  checks.
+- `role_prompt_check`, `describe_divergence`: why an answer is not the model's own: where the
+  input each role ran departs from the model's. Three facts, each read from something the code
+  under test does not compute:
+  - the media tokens: `usage.prompt_tokens` minus the text the model's processor counts,
+    against the processor's own media-token count (LLaVA-1.5 through Dynamo 1.6.1's encode
+    worker: 65 against 64, the CLS row kept);
+  - each engine role's prompt, from its own `vllm:prompt_tokens_total`
+    (harness/topology/roles.py): an E/P/D decode worker that runs a prompt of another length
+    than the prefill whose KV it imported (prefill 115, decode 114) names the role whose input
+    diverged;
+  - the first answer token that differs from the model's own greedy answer."""
 
 from __future__ import annotations
 
@@ -200,16 +201,8 @@ def expected_prompt_tokens(
     return None if inputs is None else int(inputs["input_ids"].shape[1])
 
 
-def text_only_prompt_tokens(model_dir: Path, messages: list[dict]) -> int:
-    """Prompt tokens for the same `messages` with every image / video part removed."""
-    processor = load_processor(str(Path(model_dir)))
-    chat, _, _ = split_messages(messages, keep_media=False)
-    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    return len(processor.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-
-
 # The dtype every CPU-tier model computation runs in: the engines (launchers/lib/cpu_engine_args,
-# which the role adapter gives every CPU role) and the checkpoints (tiny_models/checkpoint.py).
+# which the role adapter gives every CPU role) and the checkpoints (tiny_models/__init__.py).
 CPU_ENGINE_DTYPE = "float32"
 # How many alternatives each generated token's log-probability comes with, on both sides: as
 # vLLM's own model tests compare an engine with transformers (check_logprobs_close, 5 there too).
@@ -293,12 +286,13 @@ Key = tuple[str, str, str, str]  # (stack, model, topology, request fingerprint)
 
 @dataclass
 class BaselineStore:
-    """The first answer per key and the launch signature that gave it."""
+    """The first answer per key, the launch signature that gave it, and whether the request's
+    image went through an encode worker there."""
 
-    answers: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    answers: dict[Key, tuple[str, str, bool]] = field(default_factory=dict)
 
-    def record(self, key: Key, signature: str, content: str) -> None:
-        self.answers.setdefault(key, (signature, content))
+    def record(self, key: Key, signature: str, content: str, encoded: bool = False) -> None:
+        self.answers.setdefault(key, (signature, content, encoded))
 
     def get(self, key: Key, other_than: str) -> str | None:
         """The recorded answer, unless it came from `other_than` (a check against itself)."""
@@ -306,6 +300,16 @@ class BaselineStore:
         if found is None or found[0] == other_than:
             return None
         return found[1]
+
+    def unencoded(self, key: Key, other_than: str) -> str | None:
+        """The answer to the same request (the same stack, model and fingerprint as `key`) on
+        a topology whose path has no encode worker, other than `other_than`."""
+        stack, model, _, fingerprint = key
+        for (s, m, _, f), (signature, content, encoded) in self.answers.items():
+            same_request = (s, m, f) == (stack, model, fingerprint)
+            if same_request and not encoded and signature != other_than:
+                return content
+        return None
 
 
 @dataclass(frozen=True)
@@ -323,7 +327,7 @@ class ProcessorCounts:
 def processor_counts(
     model_dir: Path | str, messages: list[dict[str, Any]], media: MediaFetcher
 ) -> ProcessorCounts | None:
-    """None where the processor cannot mirror vLLM's preprocessing (prompt_tokens.py)."""
+    """None where the processor cannot mirror vLLM's preprocessing (processor_inputs)."""
     inputs = processor_inputs(model_dir, messages, media)
     if inputs is None:
         return None

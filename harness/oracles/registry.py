@@ -1,27 +1,27 @@
-"""What an oracle is, as a declared value (testcontainers' wait strategies, xdist's scheduler
-protocol): when it applies, whether it reads the answer's content, its check and the cause it
-fails with. The judge, the serve case and `harness list` loop over the same list
-(harness/oracles/registry.py), so what `list` prints is what runs.
+"""The oracles, as declared values (testcontainers' wait strategies, xdist's scheduler
+protocol): each says when it applies, whether it reads the answer's content, its check and the
+cause it fails with. The judge and `harness list` read the same registry, so what `list` prints
+is what runs (tests/harness/test_oracle_set.py).
 
-The oracles, as declared values, in the order they judge an answer. The judge runs
-`applicable(scope)`; `harness list` prints the same list's labels, so what it prints is what
-runs. Each class only adapts a pure check (oracles/, divergence.py, media_relations.py) to an
-`Answer`; what reads the answer's content (`reads_content`) is what may vouch for it.
-
-Which oracles judge each request of a case, by tier, before anything runs: the labels of the
-same declared oracles the judge runs (oracle_set.py), for `harness list` and for the rule that
-every 200 answer meets an oracle that reads its content. An oracle a declared upstream defect
-says must fail is listed as such and does not vouch for the content."""
+Two kinds: an `Oracle` judges one answer; a `CaseOracle` judges a case's requests together once
+they are all answered (the repeats' cache hits, the spread over a router's replicas). A concrete
+class (one that sets `name`) registers itself; `order` places it among the others. Every module
+of this package is imported before the registry is read, so a new oracle is one new file here.
+Each class only adapts a pure check (checks.py, serving.py, media.py, reference.py) to what it
+judges; what reads the answer's content (`reads_content`) is what may vouch for it. An oracle a
+declared upstream defect says must fail is listed as such and does not vouch for the content."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import requests
 
+from harness.core.registered import Registered
 from harness.core.verdict import Cause
-from harness.oracles.answer import Answer, Scope, content_of
+from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope, content_of
 from harness.oracles.checks import (
     KeywordOracle,
     OracleResult,
@@ -39,17 +39,15 @@ from harness.oracles.reference import (
     load_processor,
     role_prompt_check,
 )
+from harness.oracles.serving import check_cache_hits, check_spread
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 
-if TYPE_CHECKING:
-    from harness.oracles.answer import Answer, Scope
-    from harness.oracles.checks import OracleResult
 
+class Oracle(Registered, root=True):
+    """One check of one answer. Subclasses set `name` and `order` and implement `applies` and
+    `check`."""
 
-class Oracle:
-    """One check of one answer. Subclasses set `name` and implement `applies` and `check`."""
-
-    name: ClassVar[str]  # as `harness list` prints it (see `label`)
+    package = "harness.oracles"
     reads_content: ClassVar[bool] = False  # vouches for what the answer says, not its shape
     # the name a profile's `known_defect.oracles` declares it under, if it may be declared
     defect: ClassVar[str | None] = None
@@ -69,6 +67,26 @@ class Oracle:
         return self.cause
 
 
+class CaseOracle(Registered, root=True):
+    """One check of a case's answered requests together. Subclasses set `name` and `order` and
+    implement `applies` and `check`."""
+
+    package = "harness.oracles"
+    cause: ClassVar[Cause] = Cause.WRONG_ANSWER
+
+    def applies(self, scope: CaseScope) -> bool:
+        raise NotImplementedError
+
+    def label(self, scope: CaseScope) -> str:
+        return self.name
+
+    def check(self, run: CaseRun) -> OracleResult:
+        raise NotImplementedError
+
+    def failure_cause(self, run: CaseRun) -> Cause:
+        return self.cause
+
+
 SHORT = 40  # characters of an answer quoted inside a diagnosis
 # 10x the largest |engine - model| log-probability measured over every shipped CPU case whose
 # path computes what the model does, float32 on both sides (3.07e-05, Qwen3-VL image requests,
@@ -81,6 +99,7 @@ class Status(Oracle):
     """The HTTP status the request expects; a refusal names the error it must name."""
 
     name = "status"
+    order = 10
 
     def applies(self, scope: Scope) -> bool:
         return True
@@ -116,6 +135,7 @@ class Answered(Oracle):
 
 class Structure(Answered):
     name = "structure"
+    order = 20
 
     def check(self, answer: Answer) -> OracleResult:
         return check_chat_structure(answer.resp.status_code, answer.data)
@@ -125,6 +145,7 @@ class Keywords(Answered):
     """GPU: the answer names what the media shows (whole words, denials do not count)."""
 
     name = "keywords"
+    order = 30
     tier = "gpu"
     reads_content = True
 
@@ -143,6 +164,7 @@ class PromptTokens(Answered):
     """CPU: `usage.prompt_tokens` is the model's own HF processor count."""
 
     name = "prompt tokens"
+    order = 40
     tier = "cpu"
     defect = "prompt_tokens"
 
@@ -159,6 +181,7 @@ class RolePrompts(Answered):
     """CPU: every engine role ran the prompt the model's processor builds (its own counter)."""
 
     name = "role prompts"
+    order = 50
     tier = "cpu"
     defect = "role_prompts"
 
@@ -173,6 +196,7 @@ class ModelAnswer(Answered):
     whatever path the request took; where it is not, where the input departed."""
 
     name = "matches the model's own answer"
+    order = 60
     tier = "cpu"
     reads_content = True
     defect = "hf_reference"
@@ -212,6 +236,7 @@ class LogProbs(Answered):
     took: catches a small numeric corruption the greedy text survives."""
 
     name = "log-probabilities"
+    order = 70
     tier = "cpu"
     reads_content = True
     defect = "logprobs"
@@ -239,6 +264,7 @@ class SameAs(Answered):
     """CPU: the answer equals a baseline topology's answer to the same request this session."""
 
     name = "same as"
+    order = 80
     tier = "cpu"
     reads_content = True
 
@@ -266,6 +292,7 @@ class Path(Answered):
     (path_oracle.py; each role's own request counter, settled before judging)."""
 
     name = "path"
+    order = 90
     cause = Cause.WRONG_PATH
 
     def check(self, answer: Answer) -> OracleResult:
@@ -291,7 +318,9 @@ class Relation(Answered):
         derived = answer_text(resp)
         result = judge_relation(twin, answer.content, resp.status_code, derived)
         if resp.status_code == 200 and twin.same is False and answer.scope.tier == "cpu":
-            answer.baselines.record(answer.scope.key(twin=True), answer.signature, derived)
+            answer.baselines.record(
+                answer.scope.key(twin=True), answer.signature, derived, answer.scope.through_encoder
+            )
             if not result.passed:
                 result = OracleResult(False, result.detail + media_blind_why(answer))
         answer.twin_status = resp.status_code
@@ -305,6 +334,7 @@ class OtherMedia(Relation):
     """The other image/video answers differently (CPU) or names what it shows (GPU)."""
 
     name = "other media"
+    order = 100
     relation = "other media"
     reads_content = True
     defect = "other_media"
@@ -319,6 +349,7 @@ class OtherTransport(Relation):
     """CPU: the same media by the other transport (URL and base64) answers the same."""
 
     name = "other transport answers the same"
+    order = 110
     relation = "other transport"
     reads_content = True
     tier = "cpu"
@@ -337,31 +368,95 @@ def answer_text(resp: requests.Response) -> str:
 
 def media_blind_why(answer: Answer) -> str:
     """Where a request's image travels through an encode worker and the other image answers
-    alike: whether the aggregated path's answers to the same two requests differ (then the
-    encoder's embeddings, not the model, ignore the image)."""
+    alike: whether a path without an encode worker answers the same two requests differently
+    this session (then the encoder's embeddings, not the model, ignore the image)."""
     scope = answer.scope
     if not scope.through_encoder:
         return ""
-    agg = answer.baselines.get(scope.key("agg"), other_than=answer.signature)
-    twin = answer.baselines.get(scope.key("agg", twin=True), other_than=answer.signature)
+    agg = answer.baselines.unencoded(scope.key(), other_than=answer.signature)
+    twin = answer.baselines.unencoded(scope.key(twin=True), other_than=answer.signature)
     if agg is None or twin is None:
         return "; no aggregated answer to the same two requests in this session to compare"
     if agg == twin:
         return "; the aggregated path answers both images alike too"
-    return ("; the encode worker's answers do not depend on the image while the aggregated "
-            f"path's do (agg: {excerpt(agg, SHORT)} for this image, {excerpt(twin, SHORT)} for "
-            "the other)")  # fmt: skip
+    return (
+        "; the encode worker's answers do not depend on the image while the aggregated "
+        f"path's do (agg: {excerpt(agg, SHORT)} for this image, {excerpt(twin, SHORT)} for "
+        "the other)"
+    )
 
 
-ORACLES: tuple[Oracle, ...] = (
-    Status(), Structure(), Keywords(), PromptTokens(), RolePrompts(), ModelAnswer(), LogProbs(),
-    SameAs(), Path(), OtherMedia(), OtherTransport(),
-)  # fmt: skip
+class CacheHit(CaseOracle):
+    """The repeats of the case's own request find its prompt in the prefix cache (upstream's
+    KV-router cases: `min_avg_kv_hit_rate`)."""
+
+    name = "cache hit"
+    order = 10
+    cause = Cause.CACHE_MISS
+
+    def applies(self, scope: CaseScope) -> bool:
+        return scope.case.cache_hit is not None and scope.expects(200)
+
+    def label(self, scope: CaseScope) -> str:
+        assert scope.case.cache_hit is not None
+        return f"repeats hit the prefix cache (mean >= {scope.case.cache_hit.min_avg_hit_rate})"
+
+    def check(self, run: CaseRun) -> OracleResult:
+        assert run.scope.case.cache_hit is not None
+        return check_cache_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+
+
+SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica
+
+
+class Spread(CaseOracle):
+    """Behind a router, the case's requests reached every replica: 'two workers' is not one.
+    Requests sent one after another may all land on one replica (a KV router breaks ties the
+    same way when nothing is cached or in flight), so a few distinct ones are sent at once
+    first."""
+
+    name = "spread"
+    order = 20
+    cause = Cause.WRONG_PATH
+
+    def applies(self, scope: CaseScope) -> bool:
+        return bool(scope.profile.replicas)
+
+    def label(self, scope: CaseScope) -> str:
+        return f"spread over the replicas {scope.profile.replicas}"
+
+    def check(self, run: CaseRun) -> OracleResult:
+        bodies = [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
+            {
+                "messages": [{"role": "user", "content": f"Count to {n} in words."}],
+                "max_tokens": 32,
+                "temperature": 0.0,
+            }
+            for n in range(3, 3 + SPREAD_REQUESTS)
+        ]
+        served = run.served
+        with concurrent.futures.ThreadPoolExecutor(max_workers=SPREAD_REQUESTS) as pool:
+            answers = list(pool.map(lambda body: served.post_chat(body, check_roles=False), bodies))
+        run.statuses = [a.status_code for a in answers]
+        failed = [status for status in run.statuses if status != 200]
+        if failed:
+            return OracleResult(False, f"concurrent requests answered {failed}")
+        now = run.served.request_counts()
+        return check_spread(run.start_counts, now, run.scope.profile.replicas)
+
+    def failure_cause(self, run: CaseRun) -> Cause:
+        ok = all(status == 200 for status in run.statuses)
+        return self.cause if ok else Cause.HTTP_ERROR
 
 
 def applicable(scope: Scope) -> list[Oracle]:
-    """The oracles that judge this request, in order."""
-    return [oracle for oracle in ORACLES if oracle.applies(scope)]
+    """The answer oracles that judge this request, in order."""
+    return [oracle for oracle in Oracle.every() if oracle.applies(scope)]
+
+
+def applicable_to_case(scope: CaseScope) -> list[CaseOracle]:
+    """The case oracles that judge this case's requests together, in order."""
+    return [oracle for oracle in CaseOracle.every() if oracle.applies(scope)]
 
 
 DECLARED = " (fails: declared upstream defect)"
@@ -392,3 +487,9 @@ def request_oracles(request: RequestSpec, tier: Tier, profile: Profile) -> Reque
 
 def case_oracles(case: CaseSpec, tier: Tier, profile: Profile) -> list[RequestOracles]:
     return [request_oracles(r, tier, profile) for r in (case, *case.follow_ups)]
+
+
+def case_checks(case: CaseSpec, tier: Tier, profile: Profile) -> tuple[str, ...]:
+    """The labels of the case oracles that judge the case once its requests are answered."""
+    scope = CaseScope(case, tier, profile)
+    return tuple(oracle.label(scope) for oracle in applicable_to_case(scope))

@@ -1,31 +1,35 @@
-"""Path oracle: which roles must serve a request, and the check against each role's own counter.
+"""What the serving roles did with a request: which roles served it, cache hits, a router's spread.
 
-The expected path follows from the topology and the request's media: every worker that decodes
-or prefills (discovery components `backend` and `prefill`) takes every request; an encode worker
-takes a request exactly when it carries an image (encode workers take images only: video is
-decoded on the prefill or PD worker). Behind a router, the profile's `replicas` are one group:
-exactly one of them takes each request (key "worker1|worker2"). A profile
-may override a role's count for one request (`path`, with its reason). A disaggregated topology
-that silently stops using its encoder, or a request that runs twice, fails here whatever its
-answer says.
+Each check reads the workers' own counters (harness/topology/roles.py), never the answer; the
+oracle classes that use them live in harness/oracles/registry.py.
 
-The cache-hit oracle: the repeats of one identical request find its prompt in the prefix cache.
-
-Upstream Dynamo's KV-router cases send the same image three times and want the repeats to land
-where the prompt is cached (`make_image_payload_cached_tokens`, `min_avg_kv_hit_rate` 0.9). Here a
-repeat's hit rate is the share of its prompt tokens served from cache: the answer's
-`usage.prompt_tokens_details.cached_tokens` / `usage.prompt_tokens`, or, where the answer lacks
-them, the serving worker's own prefix-cache counters over that request (hits / queries,
-generate_counter.py). The first request is left out (nothing can be cached yet); the mean over the
-repeats must reach the threshold. A router that sends a repeat to the replica without the cache,
-or workers whose prefix cache is off, fail it with the request and its rate named."""
+- The path (`expected_path`, `check_path`): which roles must serve a request, checked against
+  each role's own request counter. The expected path follows from the topology and the
+  request's media: every worker that decodes or prefills (discovery components `backend` and
+  `prefill`) takes every request; an encode worker takes a request exactly when it carries an
+  image (encode workers take images only: video is decoded on the prefill or PD worker). Behind
+  a router, the profile's `replicas` are one group: exactly one of them takes each request (key
+  "worker1|worker2"). A profile may override a role's count for one request (`path`, with its
+  reason). A disaggregated topology that silently stops using its encoder, or a request that
+  runs twice, fails here whatever its answer says.
+- Cache hits (`request_hit`, `check_cache_hits`): the repeats of one identical request find its
+  prompt in the prefix cache. Upstream Dynamo's KV-router cases send the same image three times
+  and want the repeats to land where the prompt is cached (`make_image_payload_cached_tokens`,
+  `min_avg_kv_hit_rate` 0.9). Here a repeat's hit rate is the share of its prompt tokens served
+  from cache: the answer's `usage.prompt_tokens_details.cached_tokens` / `usage.prompt_tokens`,
+  or, where the answer lacks them, the serving worker's own prefix-cache counters over that
+  request (hits / queries). The first request is left out (nothing can be cached yet); the mean
+  over the repeats must reach the threshold. A router that sends a repeat to the replica
+  without the cache, or workers whose prefix cache is off, fail it with the request and its
+  rate named. `with_filler` lengthens a prompt past whole KV blocks with upstream's own filler.
+- The spread (`check_spread`): behind a router, every replica serves at least one of the case's
+  requests."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.oracles.checks import OracleResult
 from harness.topology.plan import RolePlan
 from harness.topology.roles import WorkerCounters
@@ -129,19 +133,20 @@ def request_hit(
     return RequestHit(int(queries), int(hits), "worker counters")
 
 
-def judge_cache_hits(hits: list[RequestHit | None], min_avg: float) -> str:
-    """The check line for a case's requests (the first, then its repeats); raises cache_miss."""
+def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> OracleResult:
+    """The repeats of a case's request (every hit but the first) reach `min_avg` on average."""
     repeats = hits[1:]
     unknown = [n for n, hit in enumerate(repeats, start=2) if hit is None]
     if unknown:
-        raise TopologyFailure(
-            Cause.CACHE_MISS,
+        return OracleResult(
+            False,
             f"request {unknown[0]} (a repeat) reported no cached-token count: neither "
             "usage.prompt_tokens_details.cached_tokens nor the workers' vllm:prefix_cache_* "
             "counters",
-            Evidence(phase="request"),
         )
     known = [hit for hit in repeats if hit is not None]
+    if not known:
+        return OracleResult(False, "no repeat of the request was answered")
     avg = sum(hit.rate for hit in known) / len(known)
     detail = ", ".join(
         f"request {n}: {hit.cached_tokens}/{hit.prompt_tokens} cached "
@@ -150,10 +155,27 @@ def judge_cache_hits(hits: list[RequestHit | None], min_avg: float) -> str:
     )
     if avg < min_avg:
         worst = min(range(len(known)), key=lambda i: known[i].rate)
-        raise TopologyFailure(
-            Cause.CACHE_MISS,
+        return OracleResult(
+            False,
             f"the same request sent again missed the prefix cache: request {worst + 2} hit rate "
             f"{known[worst].rate:.2f}; mean over the repeats {avg:.2f} < {min_avg} ({detail})",
-            Evidence(phase="request"),
         )
-    return f"repeats hit the prefix cache: mean {avg:.2f} >= {min_avg} ({detail})"
+    return OracleResult(
+        True, f"repeats hit the prefix cache: mean {avg:.2f} >= {min_avg} ({detail})"
+    )
+
+
+def check_spread(
+    start: Mapping[str, float | None], now: Mapping[str, float | None], replicas: Sequence[str]
+) -> OracleResult:
+    """Every replica served at least one of the case's requests (its own request counter)."""
+    served = {r: (now.get(r) or 0) - (start.get(r) or 0) for r in replicas}
+    idle = [role for role, count in served.items() if count < 1]
+    detail = ", ".join(f"{role} +{count:g}" for role, count in served.items())
+    if idle:
+        return OracleResult(
+            False,
+            f"the router sent every request of the case to one worker: {detail}; {idle} "
+            "served none (dynamo_component_requests_total)",
+        )
+    return OracleResult(True, f"spread over the replicas: {detail}")

@@ -20,7 +20,7 @@ from harness.oracles.reference import BaselineStore
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
 from harness.requests.chat import MediaURLs, warmup_bodies
-from harness.topology.topology import TargetSpec, TargetTopology, launch, new_run_dir, target_plan
+from harness.topology.topology import TargetSpec, attach, launch, new_run_dir, target_plan
 
 RECORD = pytest.StashKey[CaseRecord]()
 
@@ -62,8 +62,7 @@ def target_opener(spec: TargetSpec) -> Any:
     api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
 
     def open_target(profile: Any, tier: Any, case: Any, warmups: Any, registry: Any) -> Any:
-        return TargetTopology(target_plan(spec, profile, new_run_dir(profile, tier)), warmups,
-                              api_key)  # fmt: skip
+        return attach(target_plan(spec, profile, new_run_dir(profile, tier)), warmups, api_key)
 
     return open_target
 

@@ -1,5 +1,9 @@
 """What a finished case leaves (pytest's report phase): its results.jsonl line, JUnit
-properties, the verdict's evidence in the report, the session's summary lines."""
+properties, the verdict's evidence in the report, the session's summary lines.
+
+A serve run reads as one log: each case's outcome is a progress line of its own ("<id>:
+passed, 31.2 s"), so pytest's progress letters and file path are left out for serve cases while
+those lines are shown (default verbosity; `-v` keeps pytest's own lines, `-q` shows neither)."""
 
 from __future__ import annotations
 
@@ -89,6 +93,36 @@ class RelayedProgress:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         write_relayed(self.config, report)
+
+
+SERVE_NODEIDS = pytest.StashKey[set[str]]()
+
+
+def logs_cases(config: pytest.Config) -> bool:
+    """The progress lines carry each case's outcome: pytest's own per-test output is left out."""
+    return config.get_verbosity() == 0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    serve = {item.nodeid for item in session.items if serve_case_of(item) is not None}
+    session.config.stash[SERVE_NODEIDS] = serve
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if serve and len(serve) == len(session.items) and logs_cases(session.config) and reporter:
+        reporter.showfspath = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, str] | None:
+    """A serve case's status with no letter: its progress line says the outcome. The category
+    is pytest's own, so the summary counts stay the same."""
+    if report.nodeid not in config.stash.get(SERVE_NODEIDS, set()) or not logs_cases(config):
+        return None
+    if report.when == "call" or report.skipped:
+        return report.outcome, "", ""
+    return ("error" if report.failed else ""), "", ""
 
 
 def pytest_configure(config: pytest.Config) -> None:

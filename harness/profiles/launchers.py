@@ -1,8 +1,10 @@
-"""Which files a launcher uses: the scripts it sources or names relative to itself, transitively
-(a wrapper that execs the shared E/P/D launcher, which sources common.sh, …).
+"""What a launcher's text says before it runs: the files it uses and the ports it reads.
 
-The ports a launcher reads, found in its own text (and the helpers it sources), in both of
-upstream Dynamo's contracts and ours:
+`files_used_by`, `text_with_used_files`: the scripts a launcher sources or names relative to
+itself, transitively (a wrapper that execs the shared E/P/D launcher, which sources common.sh, …).
+
+`launcher_port_vars`: the ports a launcher reads, found in its own text (and the helpers it
+sources), in both of upstream Dynamo's contracts and ours:
 
 - `dyn_port PREFIX N FALLBACK` (upstream's port-isolation helper: the variable is PREFIX + N);
 - `${VAR:-8081}` (upstream's launchers before it: DYN_SYSTEM_PORT1..3,

@@ -1,6 +1,9 @@
-"""Loading profiles from YAML: every error names the file and the field.
+"""Profiles as the suite reads them: loaded from YAML, and the marks each of their cases carries.
 
-The pytest mark names a serve case carries, as plain strings (shared by the plugin and CLI)."""
+- `load_profiles`, `load_profile`: profiles loaded and cross-checked; every error
+  (`ProfileError`) names the file and the field.
+- `mark_names`, `cadence_marks`: the pytest mark names a serve case carries, as plain strings
+  (shared by the plugin and CLI)."""
 
 from __future__ import annotations
 

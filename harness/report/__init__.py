@@ -1,5 +1,7 @@
-"""Pure report builders for ``python -m harness report``: load and validate results.jsonl,
-render validation and A/B tables (Markdown or HTML), timeline SVGs and JUnit properties."""
+"""Pure report builders for ``python -m harness report``, from results.jsonl files.
+
+Load, validate and merge results.jsonl (`harness.report.results`); render validation and A/B
+tables (Markdown or HTML), an HTML page, timeline SVGs and JUnit (`harness.report.render`)."""
 
 from harness.report.render import (
     compare_table,

@@ -1,14 +1,14 @@
-"""Rendering a header row and text cells as a Markdown or HTML table, escaped for each.
+"""Serve results rendered for people and CI: tables, an HTML page, JUnit XML and timeline SVGs.
 
-Validation table (one row per result) and A/B comparison table (one row per test_id).
-
-A self-contained HTML report page: the validation table, an optional A/B table, and a
-timeline SVG for each failing result.
-
-JUnit for serve results: ``<property>`` pairs describing one result, and a whole JUnit XML
-file of a (merged) run, one ``<testcase>`` per result.
-
-Swim-lane SVG of a result's health timeline: one lane per role, coloured by health state."""
+- `render_table`: a header row and text cells as a Markdown or HTML table, escaped for each;
+  `validation_table` (one row per result) and `compare_table`, the A/B comparison (one row per
+  test_id).
+- `html_report`: a self-contained HTML report page: the validation table, an optional A/B
+  table, and a timeline SVG for each failing result.
+- `junit_properties`, `junit_xml`: JUnit for serve results: ``<property>`` pairs describing one
+  result, and a whole JUnit XML file of a (merged) run, one ``<testcase>`` per result.
+- `timeline_svg`: swim-lane SVG of a result's health timeline: one lane per role, coloured by
+  health state."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Reading ``results.jsonl`` (one result object per line) and validating it against the contract
-in docs/contracts.md, with errors that name ``file:line`` and the offending field.
+"""Results files read back: ``results.jsonl`` loaded, validated, and shards' files merged.
 
-Merging the results files of N shards into one run: every case once, and (where the shards
-left manifests) every case the selection held has a result in some file."""
+- `load_results`, `schema_problems`: reading ``results.jsonl`` (one result object per line) and
+  validating it against the contract in docs/contracts.md, with errors that name ``file:line``
+  and the offending field.
+- `merge_results`: the results files of N shards merged into one run: every case once, and
+  (where the shards left manifests) every case the selection held has a result in some file."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Deterministic generated test media (image and video) written into a directory.
+"""The test media the requests carry: generated deterministically, and served over local HTTP.
 
-Every builder is idempotent: it renders the media, and writes the file only when the bytes on
-disk differ (atomically, via a temporary file and ``os.replace``), so concurrent workers and
-repeated calls converge on the same file. Same library versions give byte-identical output.
-
-Local HTTP server for test media that honours Range requests (media routing probes sizes)."""
+- `build_media`: deterministic generated test media (image and video, each with its other: the
+  red square, the moving circle) written into a directory. Every builder is idempotent: it
+  renders the media, and writes the file only when the bytes on disk differ (atomically, via a
+  temporary file and ``os.replace``), so concurrent workers and repeated calls converge on the
+  same file. Same library versions give byte-identical output.
+- `AssetServer`: a local HTTP server for test media that honours Range requests (media routing
+  probes sizes)."""
 
 from __future__ import annotations
 

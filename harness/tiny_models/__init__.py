@@ -1,12 +1,15 @@
-"""A tiny byte-level BPE tokenizer trained on a fixed list of the stdlib's own source files.
+"""What every tiny random checkpoint of the CPU tier shares: its tokenizer and how it is saved.
 
-Save a randomly initialised model with its processor: the part every family shares.
+The families (qwen3_vl.py, llava.py) shape the models; build.py builds and caches them.
 
-Saved in float32, the dtype every model computation of the CPU tier runs in: the engines
-(`--dtype float32`, launchers/lib/common.sh), the HF reference, and the roles that take their
-dtype from the checkpoint: Dynamo's Qwen-VL encode worker builds its in-process vLLM with no
-dtype (dynamo/vllm/multimodal_utils/model.py `load_vision_model`), so a bfloat16 checkpoint ran
-its vision tower in bf16 beside float32 engines."""
+- `train_byte_level_bpe`, `fast_tokenizer`: a tiny byte-level BPE tokenizer trained on a fixed
+  list of the stdlib's own source files.
+- `save_random_checkpoint`: a randomly initialised model saved with its processor. Saved in
+  float32, the dtype every model computation of the CPU tier runs in: the engines
+  (`--dtype float32`, launchers/lib/cpu_engine_args), the HF reference, and the roles that take
+  their dtype from the checkpoint: Dynamo's Qwen-VL encode worker builds its in-process vLLM
+  with no dtype (dynamo/vllm/multimodal_utils/model.py `load_vision_model`), so a bfloat16
+  checkpoint would run its vision tower in bf16 beside float32 engines."""
 
 from __future__ import annotations
 
@@ -79,9 +82,9 @@ CHECKPOINT_DTYPE = torch.float32
 # The files the real repos ship per sub-processor (Qwen/Qwen3-VL-2B-Instruct and
 # llava-hf/llava-1.5-7b-hf hold preprocessor_config.json, Qwen also video_preprocessor_config.json);
 # transformers 5 nests them all in processor_config.json instead. Dynamo 1.6.1's frontend reads
-# preprocessor_config.json for MM-aware KV routing: without it the KV router logged "mm-routing:
-# failed to read preprocessor_config.json", routed images blind (router_kv_hit_rate 0) and
-# repeated images missed the prefix cache.
+# preprocessor_config.json for MM-aware KV routing: without it the KV router logs "mm-routing:
+# failed to read preprocessor_config.json", routes images blind (router_kv_hit_rate 0) and
+# repeated images miss the prefix cache (docs/design-deviations.md, "KV router and cache hits").
 SUB_PROCESSORS = ("image_processor", "video_processor")
 
 

@@ -114,7 +114,7 @@ def processor() -> Qwen3VLProcessor:
             fps=2,
             min_frames=4,
             max_frames=768,
-            cap_pixels_per_frame=False,  # explicit: today's default, and no warning
+            cap_pixels_per_frame=False,  # transformers' unset default; unset, it warns every run
             **shared,
         ),
         tokenizer=tokenizer,

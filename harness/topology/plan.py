@@ -1,8 +1,10 @@
-"""The environment a launcher runs under: tier settings, ports, per-topology dirs, markers.
+"""One topology's launch, resolved before anything starts: its environment, its plan, its checks.
 
-LaunchPlan: everything needed to launch one topology, resolved, with no side effects.
-
-Refuse a launcher that cannot run, before anything starts."""
+- `launcher_env` (and `adapter_env`): the environment a launcher runs under: tier settings,
+  ports, per-topology dirs, markers, and what the role adapter reads.
+- `resolve` -> `LaunchPlan`: everything needed to launch one topology, resolved, with no side
+  effects; `launch_signature` says which cases share one launch.
+- `check_launcher`: refuse a launcher that cannot run, before anything starts."""
 
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from harness.topology.processes import foreign_listeners
 
 
 def cache_env(tier: Tier) -> dict[str, str]:
-    """Compile and model-info caches survive between topologies (an empty one costs ~13 s)."""
+    """Compile and model-info caches survive between topologies (an empty one costs ~13 s:
+    docs/measurements.md, "Figures behind constants in the code")."""
     if tier == "gpu":
         return {}
     cache = cache_dir()
@@ -41,13 +44,14 @@ def cache_env(tier: Tier) -> dict[str, str]:
 
 GC_THRESHOLD_ENV = "HARNESS_GC_THRESHOLD"
 # Python's cyclic GC during a role's start-up: `import dynamo.vllm.main` runs 9 full (gen 2)
-# collections, 2.6 of its 10.8 CPU-s (counted with gc.callbacks, 2026-12-02, the 2-core box), and
-# the engine core vLLM spawns imports it all again. With a third threshold of 1000 (CPython's
-# default is 10) the same import runs none: 0.5 s of GC, 8.0 CPU-s. The objects made at import live
-# for the whole run, so those collections free almost nothing (691k objects left without them,
-# 689k with); vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
-# freeze_gc_heap). The hook that reads it is the venv's serve_harness_gc.pth
-# (scripts/apply_shims.py). Empty: the interpreter's own thresholds.
+# collections, 2.6 of its 10.8 CPU-s, and the engine core vLLM spawns imports it all again. With a
+# third threshold of 1000 (CPython's default is 10) the same import runs none: 0.5 s of GC, 8.0
+# CPU-s. The objects made at import live for the whole run, so those collections free almost
+# nothing; vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
+# freeze_gc_heap). The figures, how they are counted and the side-by-side run:
+# docs/design-deviations.md, "Start-up (issue 22)"; docs/measurements.md, "Start-up".
+# The hook that reads it is the venv's serve_harness_gc.pth (scripts/apply_shims.py). Empty: the
+# interpreter's own thresholds.
 GC_THRESHOLD_CPU = "700,10,1000"
 
 

@@ -1,17 +1,18 @@
-"""Temporarily handling Ctrl-C and SIGTERM: install handlers for a block, restore them after.
+"""The operating-system side of a launch: its process trees, the ports they hold, and signals.
 
-Who listens on a set of ports: for the pre-launch squat check and the teardown check.
-
-Process trees keyed by env markers: spawn in a new session, find marked processes, stop them.
-
-Every process a topology launches inherits the env markers from docs/contracts.md, so a stop can
-catch processes that left the process group (double forks, `setsid`) and a later session can sweep
-what a `kill -9`'d pytest left behind. Nothing here kills by name: only by PID, group or marker."""
+- `spawn_in_session`, `ProcessReaper`, `sweep_stale`: process trees keyed by env markers: spawn
+  in a new session, find marked processes, stop them. Every process a topology launches
+  inherits the env markers from docs/contracts.md, so a stop can catch processes that left the
+  process group (double forks, `setsid`) and a later session can sweep what a `kill -9`'d pytest
+  left behind. Nothing here kills by name: only by PID, group or marker.
+- `listeners`, `foreign_listeners`, `exposed_listeners`: who listens on a set of ports: for the
+  pre-launch squat check and the teardown check.
+- `handling`: Ctrl-C and SIGTERM handled temporarily: handlers installed for a block, restored
+  after."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -112,7 +113,6 @@ def exposed_listeners(pids: Iterable[int]) -> list[str]:
     return sorted(found)
 
 
-_PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.02
 
 
@@ -168,16 +168,6 @@ def marked_processes(key: str, value: str) -> list[psutil.Process]:
             if proc.environ().get(key) == value:
                 found.append(proc)
     return found
-
-
-def become_subreaper() -> None:
-    """Make this process adopt orphaned descendants (Linux), so they can be found and reaped.
-
-    Without it, double-forked grandchildren go to PID 1, which in some containers never reaps.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ EMBEDDING_TRANSFER = "--embedding-transfer-mode"
 # off. The CPU tier runs eager (--enforce-eager: no model graph is compiled); the one function
 # still compiled is vLLM's logprob-rank count (vllm/v1/sample/ops/logprobs.py,
 # batched_count_greater_than, inductor), on the first request asking for logprobs in each engine
-# process: 6.7 s there on 2 cores, for `(x >= values).sum(-1)`, the same integers eager.
+# process: 6.7 s on 2 cores (docs/measurements.md, the serve suite row), for
+# `(x >= values).sum(-1)`, the same integers eager.
 CPU_VLLM_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
@@ -162,7 +163,8 @@ def kv_events_endpoint(endpoint: str) -> str:
     scratch). Not tcp://127.0.0.1:P: vLLM 0.31's ZmqEventPublisher binds only wildcard and ipc://
     endpoints and connects to any other (distributed/kv_events.py `_is_bind_endpoint`), and
     dynamo.vllm's reader connects too, so no KV event would flow and the KV router would route
-    blind (measured: router_kv_hit_rate 0). A socket file listens on no network."""
+    blind (router_kv_hit_rate 0: docs/design-deviations.md, "KV router and cache hits"). A
+    socket file listens on no network."""
     for host in ("tcp://*:", "tcp://0.0.0.0:"):
         if endpoint.startswith(host):
             tmp = os.environ.get("TMPDIR", "/tmp")

@@ -1,19 +1,22 @@
-"""Worker health: one probe per poll, the state timeline, and the 'no health source' signature.
+"""What each role of a running topology shows from outside: health, process, log, counters, load.
 
-The processes behind a running plan: the launcher and the roles it started, read from the
-files the launcher contract writes beside each role's log (launchers/lib/common.sh): NAME.pid,
-NAME.exit (the first role to exit, with its code) and roles.started.
-
-Each Dynamo worker's own counters, scraped from its system port's /metrics.
-
-Dynamo's work handler counts every request an endpoint takes in
-`dynamo_component_requests_total{dynamo_component=…, dynamo_endpoint="generate"}` (ai-dynamo
-1.6.1), and a vLLM worker's engine counts the prompt tokens it ran in `vllm:prompt_tokens_total`
-(vLLM 0.31's own metric, served on the same port by dynamo.vllm). Read before and after a
-request, they say which roles served it (the path oracle) and how long a prompt each role ran
-(the role-prompts oracle: an E/P/D decode worker must run the prompt whose KV it imported).
-
-Memory and CPU of a launched process tree (for results and benches)."""
+- `probe`, `HealthTimeline`, `HealthSample.no_health_source`: worker health: one probe per
+  poll, the state timeline, and the 'no health source' signature.
+- `RoleTable`: the processes behind a running plan: the launcher and the roles it started, read
+  from the files the launcher contract writes beside each role's log (launchers/lib/common.sh):
+  NAME.pid, NAME.exit (the first role to exit, with its code) and roles.started.
+- `tail`: the end of a role's log worth reading (the harness's own health-poll 503 lines folded).
+- `scrape`, `WorkerCounters`: each Dynamo worker's own counters, scraped from its system port's
+  /metrics. Dynamo's work handler counts every request an endpoint takes in
+  `dynamo_component_requests_total{dynamo_component=…, dynamo_endpoint="generate"}` (ai-dynamo
+  1.6.1), and a vLLM worker's engine counts the prompt tokens it ran in
+  `vllm:prompt_tokens_total` (vLLM 0.31's own metric, served on the same port by dynamo.vllm)
+  and its prefix-cache lookups and hits in `vllm:prefix_cache_*`. Read before and after a
+  request, they say which roles served it (the path check), how long a prompt each role ran
+  (the role-prompts oracle: an E/P/D decode worker must run the prompt whose KV it imported)
+  and how much of it came from cache (the cache-hit check).
+- `tree_rss_mib`, `tree_cpu_s`: memory and CPU of a launched process tree (for results and
+  benches)."""
 
 from __future__ import annotations
 
@@ -145,11 +148,14 @@ class RoleProcess:
 
 
 class RoleTable:
-    """Finds each role's pid from the launcher's pid files and says which ones have exited."""
+    """The launcher and the roles it started: finds each role's pid from the launcher's pid
+    files and says which ones have exited."""
 
     def __init__(self, plan: LaunchPlan) -> None:
         self.plan = plan
+        self.launcher: psutil.Popen | None = None  # the launcher script, once spawned
         self.known: dict[str, RoleProcess] = {}
+        self._started: list[str] | None = None  # what roles.started said, once it said all
 
     def log_path(self, role: str) -> Path:
         return self.plan.log_dir / f"{role}.log"
@@ -207,11 +213,16 @@ class RoleTable:
         """Once the launcher says it started all its roles (its roles.started file): the
         declared roles it did not start, and the ones it did. None while it is still starting
         them."""
+        if self._started is not None:
+            return [], self._started
         try:
             started = (self.plan.log_dir / STARTED_FILE).read_text().split()
         except FileNotFoundError:
             return None
-        return [r.name for r in self.plan.roles if r.name not in started], started
+        missing = [r.name for r in self.plan.roles if r.name not in started]
+        if not missing:
+            self._started = started
+        return missing, started
 
 
 REQUESTS_TOTAL = "dynamo_component_requests_total"
@@ -254,11 +265,6 @@ def parse_counters(text: str) -> WorkerCounters:
             elif sample.name == PREFIX_HITS_TOTAL:
                 hits += sample.value
     return WorkerCounters(served, prompt, queries, hits)
-
-
-def generate_requests(text: str) -> float:
-    """The `generate` requests a worker's /metrics text counts."""
-    return parse_counters(text).requests
 
 
 def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters | None:

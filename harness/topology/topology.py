@@ -1,18 +1,16 @@
-"""ServedTopology: a topology that answers at known URLs (vLLM's RemoteOpenAIServer): it owns
-the URLs, the HTTP client, each role's health and counters, and running the readiness phases
-under one deadline. A deployed target is one as it is; a launched one (launched.py) adds spawn,
-watch and a verified stop.
+"""Topology: one topology behind a plan's URLs (vLLM's `RemoteOpenAIServer`, mirakuru's
+executors). It owns the URLs, the HTTP client, each role's health and counters, and the
+readiness phases under one deadline; `with topo:` waits until it is ready and leaving stops it.
 
-LaunchedTopology: a served topology this harness spawned (mirakuru's executor): it adds the
-spawn, the watch of every process it started (log diagnoses, log_diagnoses.py) and one
-verified stop.
+How its processes come and go is a strategy, its `deployment`:
+- `Launched`: this harness spawned the launcher (`launch(...)`): every process it started is
+  watched (the diagnoses in readiness.py), and one verified stop takes them all down.
+- `Deployed`: something else runs it (Kubernetes, a colleague's box, a staging cluster;
+  `attach(...)`): no spawn, no teardown; a role whose health URL does not answer is named
+  (`role_unreachable`). The readiness phases, the path oracle (where metrics URLs are given),
+  every oracle and the verdict causes work as for a launched topology.
 
-Target mode: a profile's cases against a topology something else deployed (Kubernetes, a
-colleague's box, a staging cluster). No launch and no teardown; the readiness phases, the path
-oracle (where metrics URLs are given), every oracle and the verdict causes work as for a
-launched topology. A role whose URL does not answer is named (`role_unreachable`).
-
-The target file (YAML):
+A deployed topology is described by a target file (YAML):
 
     profile: epd_qwen3-vl-2b            # whose cases run
     tier: cpu                           # whose expectations judge them (default gpu)
@@ -23,9 +21,7 @@ The target file (YAML):
                                         # other launcher args are skipped)
     api_key_env: STAGING_API_KEY        # sent as `Authorization: Bearer …`; scrubbed
     roles:                              # every worker of the profile
-      encode: {health: http://10.0.0.5:9090/health, metrics: http://10.0.0.5:9090/metrics}
-
-From (profile, tier, case) to a LaunchedTopology that owns its port lease and run directory."""
+      encode: {health: http://10.0.0.5:9090/health, metrics: http://10.0.0.5:9090/metrics}"""
 
 from __future__ import annotations
 
@@ -38,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import psutil
 import requests
@@ -58,7 +54,6 @@ from harness.machine.leases import take_gpus
 from harness.machine.ports import PortRegistry
 from harness.machine.tier import model_for
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.topology.diagnoses import DIAGNOSES
 from harness.topology.dynamo_src import DynamoSource
 from harness.topology.plan import (
     SCRATCH_SUBDIRS,
@@ -79,6 +74,7 @@ from harness.topology.processes import (
     term_raises_interrupt,
 )
 from harness.topology.readiness import (
+    LogDiagnosis,
     ModelListed,
     Phase,
     RegisteredAsPlanned,
@@ -99,15 +95,43 @@ from harness.topology.roles import (
 )
 
 POLL_S = 0.25
+STOP_GRACE_S = 6.0
+INTERRUPT_GRACE_S = 1.5  # Ctrl-C: the person is waiting
 
 
-class ServedTopology:
-    """A topology behind a plan's URLs. `with topo:` waits until it is ready; leaving stops it
-    (for a deployed one: releases the client, stops nothing)."""
+class Deployment(Protocol):
+    """How a topology's processes come and go (`Launched`, `Deployed`)."""
 
-    def __init__(self, plan: LaunchPlan, phases: Sequence[Phase]) -> None:
+    def start(self, topo: Topology[Any]) -> None: ...
+
+    def watch(self, topo: Topology[Any]) -> None:
+        """One look at every role (`topo.probe_workers()` included); raises at the first fault."""
+
+    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None: ...
+
+    def processes(self) -> list[psutil.Process]:
+        """The topology's processes this machine can see."""
+
+    def role_log(self, role: str) -> Path | None:
+        """Where a role's log is, if this machine has it."""
+
+    def unprobed_state(self, role: str) -> str:
+        """What is known of a role with no health port (the frontend, an aux process)."""
+
+
+D = TypeVar("D", bound=Deployment)
+
+
+class Topology(Generic[D]):
+    """A topology behind a plan's URLs. `with topo:` starts it and waits until it is ready;
+    leaving stops it (a deployed one: releases the client, stops nothing)."""
+
+    def __init__(
+        self, plan: LaunchPlan, phases: Sequence[Phase], deployment: D, api_key: str | None = None
+    ) -> None:
         self.plan = plan
         self.phases = list(phases)
+        self.deployment = deployment
         self.timeline = HealthTimeline()
         self.samples: dict[str, HealthSample] = {}
         self.phase_times: dict[str, float] = {}
@@ -115,10 +139,13 @@ class ServedTopology:
         self.phase = "spawn"
         self.peak_rss_mib = 0.0
         self.healthy_once: set[str] = set()
+        self._next_at: dict[str, float] = {}
         self._http = requests.Session()
+        if api_key:
+            self._http.headers["Authorization"] = f"Bearer {api_key}"
 
     # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> ServedTopology:
+    def __enter__(self) -> Topology[D]:
         try:
             self.start()
             self.wait_ready()
@@ -135,14 +162,23 @@ class ServedTopology:
 
     def start(self) -> None:
         self.plan.log_dir.mkdir(parents=True, exist_ok=True)
+        self.deployment.start(self)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> StopReport | None:
+        """Stop what the deployment owns (verified; an unclean stop raises teardown_unclean)
+        and close the client."""
         self.phase = "teardown"
-        self._http.close()
+        try:
+            return self.deployment.stop(self, grace_s)
+        finally:
+            self._http.close()
 
     def stop_after(self, exc: BaseException) -> None:
         """Stop after `exc`; an unclean stop is added to a failure's evidence instead of
-        replacing its cause."""
+        replacing its cause. After Ctrl-C the stop is short."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.stop(grace_s=INTERRUPT_GRACE_S)
+            return
         try:
             self.stop()
         except TopologyFailure as unclean:
@@ -172,15 +208,21 @@ class ServedTopology:
     # -- observation -----------------------------------------------------------------------
     def watch(self) -> None:
         """One look at every role; raises at the first fault it sees."""
-        for _ in self.probe_workers():
-            pass
+        self.deployment.watch(self)
 
     def processes(self) -> list[psutil.Process]:
-        """The processes of this topology this machine can see (none for a deployed one)."""
-        return []
+        return self.deployment.processes()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.timeline.start
+
+    def due(self, what: str, every_s: float) -> bool:
+        """True at most once per `every_s` for `what` (throttles work a poll need not repeat)."""
+        now = time.monotonic()
+        if now < self._next_at.get(what, 0.0):
+            return False
+        self._next_at[what] = now + every_s
+        return True
 
     def probe_workers(self) -> Iterator[tuple[RolePlan, str]]:
         """Probe each worker's health URL in turn, recording it; yields (role, probed state)."""
@@ -205,12 +247,8 @@ class ServedTopology:
                 s = self.samples[role.name]
                 out[role.name] = f"{s.state} {s.status or ''} {s.body[:160]}".strip()
             else:
-                out[role.name] = self.unprobed_state(role.name)
+                out[role.name] = self.deployment.unprobed_state(role.name)
         return out
-
-    def unprobed_state(self, role: str) -> str:
-        """What is known of a role with no health port (the frontend, an aux process)."""
-        return "not probed"
 
     def role_counters(self) -> dict[str, WorkerCounters | None]:
         """Each worker's counters now (None: its /metrics did not answer)."""
@@ -236,11 +274,13 @@ class ServedTopology:
     def post_chat(
         self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
     ) -> requests.Response:
-        """POST /v1/chat/completions; while waiting, a role death is reported within a poll.
+        """POST /v1/chat/completions; while waiting, a role's death is raised within a poll
+        (the request still in flight is abandoned, not waited for).
         `timeout_s`: at most this long (default: the budget's `request_s`)."""
         body = {"model": self.plan.served_model_name, **body}
         timeout = self.plan.budget.request_s if timeout_s is None else max(timeout_s, POLL_S)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        try:
             future = pool.submit(
                 self._http.post, self.url_for("/v1/chat/completions"), json=body, timeout=timeout
             )
@@ -255,6 +295,8 @@ class ServedTopology:
                         break
                 except requests.Timeout:
                     break
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         raise self.failure(
             Cause.REQUEST_TIMEOUT,
             f"no answer to a chat request within {timeout:.0f} s; roles: {self.health_summary()}",
@@ -276,8 +318,7 @@ class ServedTopology:
         return TopologyFailure(cause, message, evidence)
 
     def role_log(self, role: str) -> Path | None:
-        """Where a role's log is, if this machine has it (not for a deployed one)."""
-        return None
+        return self.deployment.role_log(role)
 
     def role_log_tail(self, role: str, lines: int | None = None) -> str:
         """The end of a role's log worth reading, where this machine has it."""
@@ -287,47 +328,27 @@ class ServedTopology:
         return tail(path) if lines is None else tail(path, lines)
 
 
-STOP_GRACE_S = 6.0
-INTERRUPT_GRACE_S = 1.5
 RSS_SAMPLE_S = 1.0  # how often the tree's memory is summed (psutil walks every process)
 
 
-class LaunchedTopology(ServedTopology):
-    """Owns the launcher process tree of one plan. Use as a context manager."""
+class Launched:
+    """Spawned here: owns the launcher's process tree, its role table and its leases."""
 
-    def __init__(
-        self,
-        plan: LaunchPlan,
-        warmups: Sequence[dict[str, Any]] = (),
-        phases: Sequence[Phase] | None = None,
-        on_release: Callable[[], None] | None = None,
-    ) -> None:
-        if phases is None:
-            phases = default_phases(warmups, plan.dynamo_src is not None, plan.loopback_only)
-        super().__init__(plan, phases)
+    def __init__(self, plan: LaunchPlan, on_release: Callable[[], None] | None = None) -> None:
+        self.plan = plan
         self.roles = RoleTable(plan)
         self.reaper = ProcessReaper()
-        self.popen: psutil.Popen | None = None
         self.stop_report: StopReport | None = None
-        self.all_started = False
-        self._next_at: dict[str, float] = {}
         self._on_release = on_release
         self._restore_sigterm: Callable[[], None] = lambda: None
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> LaunchedTopology:
-        super().__enter__()
-        return self
+    @property
+    def marker(self) -> tuple[str, str]:
+        return topology_marker(self.plan.topology_id)
 
-    def stop_after(self, exc: BaseException) -> None:
-        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: stop at once, the person is waiting
-            self.stop(grace_s=INTERRUPT_GRACE_S)
-            return
-        super().stop_after(exc)
-
-    def start(self) -> None:
+    def start(self, topo: Topology[Any]) -> None:
         # A script that launches a topology and is then SIGTERMed (CI timeout, `timeout`) must
-        # still tear it down: seen with bench/teardown_speed.py under `timeout`.
+        # still tear it down.
         self._restore_sigterm = term_raises_interrupt()
         check_launcher(self.plan)
         squatted = foreign_listeners(self.plan.ports)
@@ -338,31 +359,48 @@ class LaunchedTopology(ServedTopology):
                 + "; ".join(f"{name}={port} ({who})" for name, port, who in squatted),
                 Evidence(phase="spawn", port=squatted[0][1]),
             )
-        self.plan.log_dir.mkdir(parents=True, exist_ok=True)
         for sub in SCRATCH_SUBDIRS:
             (self.plan.scratch_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.popen = spawn_in_session(
+        self.roles.launcher = spawn_in_session(
             self.plan.argv, self.plan.env, self.roles.launcher_log, cwd=self.plan.launcher.parent
         )
 
-    def stop(self, grace_s: float = STOP_GRACE_S) -> StopReport | None:  # type: ignore[override]
+    def watch(self, topo: Topology[Any]) -> None:
+        """One poll of every process (the diagnoses) and health port."""
+        launcher = self.roles.launcher
+        assert launcher is not None
+        if topo.due("rss", RSS_SAMPLE_S):
+            topo.peak_rss_mib = max(topo.peak_rss_mib, tree_rss_mib(launcher))
+        self.roles.refresh()
+        self.reaper.remember(launcher, self.marker)
+        for diagnosis in LogDiagnosis.every():
+            if diagnosis.starting_only and topo.phase == "ready":
+                continue
+            failure = diagnosis.check(topo, self.roles)
+            if failure is not None:
+                raise failure
+        for _ in topo.probe_workers():
+            pass
+
+    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None:
         """One verified stop: every process this topology ever had is stopped and waited for by
         PID (survivors named), then its leased ports must be closed (a listener named with its
         holder), then its leases (and GPU memory) are given back."""
-        if self.popen is None:
+        if self.roles.launcher is None:
             self._release()  # failed before spawning (invalid launcher, squatted port)
             return None
         if self.stop_report is not None:
             return self.stop_report
-        self.phase = "teardown"
-        self.stop_report = self.reaper.stop(self.popen, self.marker, grace_s=grace_s)
-        holders = {port: self.roles.owner_of(pid) for port, pid in
-                   listeners(listening_ports(self.plan.ports.values())).items()}  # fmt: skip
+        self.stop_report = self.reaper.stop(self.roles.launcher, self.marker, grace_s=grace_s)
+        open_ports = listening_ports(self.plan.ports.values())
+        holders = {port: self.roles.owner_of(pid) for port, pid in listeners(open_ports).items()}
         shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
         survivors = [(s.pid, s.cmdline[:80]) for s in self.stop_report.survivors]
         if survivors or holders:
-            unclean = self.failure(Cause.TEARDOWN_UNCLEAN, f"survivors {survivors}, ports still "
-                                   f"listening {holders}")  # fmt: skip
+            unclean = topo.failure(
+                Cause.TEARDOWN_UNCLEAN,
+                f"survivors {survivors}, ports still listening {holders}",
+            )
             with contextlib.suppress(TopologyFailure):  # the survivors are the first cause
                 self._release()
             raise unclean
@@ -370,63 +408,73 @@ class LaunchedTopology(ServedTopology):
         return self.stop_report
 
     def _release(self) -> None:
-        """Give the leases back (GPU memory checked returned), close the client, put SIGTERM
-        back (once)."""
-        super().stop()
+        """Give the leases back (GPU memory checked returned), put SIGTERM back (once)."""
         self._restore_sigterm()
         self._restore_sigterm = lambda: None
         release, self._on_release = self._on_release, None
         if release:
             release()
 
-    # -- observation -----------------------------------------------------------------------
-    @property
-    def marker(self) -> tuple[str, str]:
-        return topology_marker(self.plan.topology_id)
-
     def processes(self) -> list[psutil.Process]:
         """Every live process of this topology: the launcher's tree and anything marked."""
-        assert self.popen is not None
+        launcher = self.roles.launcher
+        assert launcher is not None
         found = {p.pid: p for p in marked_processes(TOPOLOGY_ID_ENV, self.plan.topology_id)}
         with contextlib.suppress(psutil.Error):
-            found.update({p.pid: p for p in [self.popen, *self.popen.children(recursive=True)]})
+            found.update({p.pid: p for p in [launcher, *launcher.children(recursive=True)]})
         return list(found.values())
 
-    def due(self, what: str, every_s: float) -> bool:
-        """True at most once per `every_s` for `what` (throttles work a poll need not repeat)."""
-        now = time.monotonic()
-        if now < self._next_at.get(what, 0.0):
-            return False
-        self._next_at[what] = now + every_s
-        return True
-
-    def watch(self) -> None:
-        """One poll of every process and health port; raises at the first fault it sees."""
-        assert self.popen is not None
-        if self.due("rss", RSS_SAMPLE_S):
-            self.peak_rss_mib = max(self.peak_rss_mib, tree_rss_mib(self.popen))
-        self.roles.refresh()
-        self.reaper.remember(self.popen, self.marker)
-        for diagnosis in DIAGNOSES:
-            if diagnosis.starting_only and self.phase == "ready":
-                continue
-            failure = diagnosis.check(self)
-            if failure is not None:
-                raise failure
-        super().watch()
+    def role_log(self, role: str) -> Path | None:
+        return self.roles.log_path(role)
 
     def unprobed_state(self, role: str) -> str:
         if role not in self.roles.known:
             return "not started"
         return "exited" if role in self.roles.exited() else "running"
 
-    def role_log(self, role: str) -> Path | None:
-        return self.roles.log_path(role)
-
 
 # A deployed role that does not answer its health URL this long is unreachable (it is meant to
 # be up already; a few seconds cover a restart between polls).
 UNREACHABLE_GRACE_S = 5.0
+
+
+class Deployed:
+    """Run by something else: its roles are watched through their health URLs only, and
+    leaving stops nothing."""
+
+    def __init__(self) -> None:
+        self._down_since: dict[str, float] = {}
+
+    def start(self, topo: Topology[Any]) -> None:
+        pass
+
+    def watch(self, topo: Topology[Any]) -> None:
+        """Probe every worker's health URL; one that does not answer is named."""
+        now = time.monotonic()
+        for role, state in topo.probe_workers():
+            if state != "down":
+                self._down_since.pop(role.name, None)
+                continue
+            since = self._down_since.setdefault(role.name, now)
+            if role.name in topo.healthy_once or now - since > UNREACHABLE_GRACE_S:
+                raise topo.failure(
+                    Cause.ROLE_UNREACHABLE,
+                    f"deployed role '{role.name}' does not answer {role.health_url} "
+                    f"({'after it was healthy' if role.name in topo.healthy_once else 'at all'})",
+                    role=role.name,
+                )
+
+    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None:
+        return None
+
+    def processes(self) -> list[psutil.Process]:
+        return []
+
+    def role_log(self, role: str) -> Path | None:
+        return None
+
+    def unprobed_state(self, role: str) -> str:
+        return "not probed"
 
 
 class TargetError(ValueError):
@@ -507,33 +555,13 @@ def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan
     )
 
 
-class TargetTopology(ServedTopology):
-    """A deployed topology behind a plan of URLs: entering waits for readiness (no spawn),
-    leaving stops nothing. Roles are watched through their health URLs only."""
-
-    def __init__(self, plan: LaunchPlan, warmups: Sequence[dict[str, Any]], api_key: str | None):
-        phases: list[Phase] = [WorkersHealthy(), ModelListed(), RegisteredAsPlanned(),
-                               WarmedUp(warmups)]  # fmt: skip
-        super().__init__(plan, phases)
-        if api_key:
-            self._http.headers["Authorization"] = f"Bearer {api_key}"
-        self._down_since: dict[str, float] = {}
-
-    def watch(self) -> None:
-        """Probe every worker's health URL; one that does not answer is named."""
-        now = time.monotonic()
-        for role, state in self.probe_workers():
-            if state != "down":
-                self._down_since.pop(role.name, None)
-                continue
-            since = self._down_since.setdefault(role.name, now)
-            if role.name in self.healthy_once or now - since > UNREACHABLE_GRACE_S:
-                raise self.failure(
-                    Cause.ROLE_UNREACHABLE,
-                    f"deployed role '{role.name}' does not answer {role.health_url} "
-                    f"({'after it was healthy' if role.name in self.healthy_once else 'at all'})",
-                    role=role.name,
-                )
+def attach(
+    plan: LaunchPlan, warmups: Sequence[dict[str, Any]], api_key: str | None
+) -> Topology[Deployed]:
+    """A deployed topology not yet entered: `with attach(...) as topo:` waits until it is
+    ready (no spawn); leaving stops nothing."""
+    phases = [WorkersHealthy(), ModelListed(), RegisteredAsPlanned(), WarmedUp(warmups)]
+    return Topology(plan, phases, Deployed(), api_key)
 
 
 SESSION_ID = os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
@@ -553,7 +581,7 @@ def launch(
     warmups: Sequence[dict[str, Any]] = (),
     registry: PortRegistry | None = None,
     base_env: dict[str, str] | None = None,
-) -> LaunchedTopology:
+) -> Topology[Launched]:
     """A topology not yet entered: `with launch(...) as topo:` starts it and waits until ready."""
     registry = registry or PortRegistry()
     topology_id = uuid.uuid4().hex
@@ -584,4 +612,5 @@ def launch(
     except BaseException:
         release()
         raise
-    return LaunchedTopology(plan, warmups=warmups, on_release=release)
+    phases = default_phases(warmups, plan.dynamo_src is not None, plan.loopback_only)
+    return Topology(plan, phases, Launched(plan, on_release=release))

@@ -27,7 +27,7 @@ from harness.oracles.reference import BaselineStore
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.requests.chat import MediaURLs
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.topology import POLL_S, LaunchedTopology, launch
+from harness.topology.topology import POLL_S, Launched, Topology, launch
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
@@ -74,7 +74,7 @@ class Clock:
     note: str = ""
 
 
-Body = Callable[[LaunchedTopology, Clock], None]
+Body = Callable[[Topology[Launched], Clock], None]
 
 
 def run_fault(
@@ -82,8 +82,8 @@ def run_fault(
     body: Body | None = None,
     *,
     warmups: list[dict[str, Any]] | None = None,
-    before: Callable[[LaunchedTopology], Any] | None = None,
-    after: Callable[[LaunchedTopology, Clock], None] | None = None,
+    before: Callable[[Topology[Launched]], Any] | None = None,
+    after: Callable[[Topology[Launched], Clock], None] | None = None,
     request_phase: bool = False,
 ) -> FaultRun:
     """Launch `profile` (cpu tier), run `body` once ready, and capture the named failure."""
@@ -133,10 +133,10 @@ def _held(resource: Any) -> Iterator[None]:
             resource.close()
 
 
-def died_at(log_name: str) -> Callable[[LaunchedTopology, Clock], None]:
+def died_at(log_name: str) -> Callable[[Topology[Launched], Clock], None]:
     """Time the verdict from the last write to a log (≈ when the process that wrote it exited)."""
 
-    def after(topo: LaunchedTopology, clock: Clock) -> None:
+    def after(topo: Topology[Launched], clock: Clock) -> None:
         clock.fault_wall = (topo.plan.log_dir / log_name).stat().st_mtime
         clock.note = f"timed from the last write to {log_name}"
 
@@ -169,7 +169,7 @@ def crash_mid_test(tmp: Path) -> FaultRun:
     """SIGKILL the worker while a long request is in flight: ROLE_EXITED within a poll."""
     profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=20)
 
-    def body(topo: LaunchedTopology, clock: Clock) -> None:
+    def body(topo: Topology[Launched], clock: Clock) -> None:
         pid = int((topo.plan.log_dir / "worker.pid").read_text())
 
         def kill() -> None:
@@ -189,7 +189,7 @@ def worker_exits_zero(tmp: Path) -> FaultRun:
     exits cleanly, code 0. Still a dead role: ROLE_EXITED (code 0), timed from its last log write.
     """
 
-    def body(topo: LaunchedTopology, clock: Clock) -> None:
+    def body(topo: Topology[Launched], clock: Clock) -> None:
         os.kill(int((topo.plan.log_dir / "worker.pid").read_text()), signal.SIGTERM)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -244,7 +244,7 @@ def port_squat(env_var: str) -> Callable[[Path], FaultRun]:
     def scenario(tmp: Path) -> FaultRun:
         """A foreign listener on a leased port before launch: PORT_IN_USE before any spawn."""
 
-        def squat(topo: LaunchedTopology) -> socket.socket:
+        def squat(topo: Topology[Launched]) -> socket.socket:
             sock = socket.socket()
             sock.bind(("127.0.0.1", topo.plan.ports[env_var]))
             sock.listen()
@@ -259,14 +259,14 @@ def request_hang(tmp: Path) -> FaultRun:
     """A real mocker slowed 1000x: healthy and listed, but a 500-token answer takes minutes."""
     profile = fault_profile("mocker", ["--speedup-ratio", "0.001"], request_s=3)
 
-    def body(topo: LaunchedTopology, clock: Clock) -> None:
+    def body(topo: Topology[Launched], clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         topo.post_chat({**HELLO, "max_tokens": 500})
 
     return run_fault(profile, body, request_phase=True)
 
 
-def _judge(topo: LaunchedTopology, profile: Profile, tier: Tier = "cpu") -> CaseJudge:
+def _judge(topo: Topology[Launched], profile: Profile, tier: Tier = "cpu") -> CaseJudge:
     urls = MediaURLs("", "", "", "", "", {})
     return CaseJudge(profile, tier, topo.plan.model, urls, BaselineStore(), topo.plan.signature)
 
@@ -275,7 +275,7 @@ def http_error(tmp: Path) -> FaultRun:
     """A request for a model the frontend does not serve: real 404 -> HTTP_ERROR (judge)."""
     profile = fault_profile("mocker")
 
-    def body(topo: LaunchedTopology, clock: Clock) -> None:
+    def body(topo: Topology[Launched], clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         sent = {**HELLO, "model": "no-such-model"}
         resp = topo.post_chat(sent)
@@ -299,7 +299,7 @@ def wrong_answer(tmp: Path) -> FaultRun:
     profile = fault_profile("mocker")
     request = profile.cases[0].model_copy(update={"gpu": GpuExpect(any_of=["green"])})
 
-    def body(topo: LaunchedTopology, clock: Clock) -> None:
+    def body(topo: Topology[Launched], clock: Clock) -> None:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
         judge = _judge(topo, profile, tier="gpu")

@@ -1,4 +1,5 @@
-"""Changed files -> affected serve test ids, on the real profiles and launchers."""
+"""Changed files -> affected serve test ids, on the real profiles and launchers; `affected` and
+`validate image` select the same ids (test_validate_checkout.py: and `validate checkout`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from harness.__main__ import main
 from harness.cli.affected import affected
-from harness.profiles import Profile, load_profiles
+from harness.profiles import Profile, Tier, load_profiles
 from harness.profiles.launchers import files_used_by, referenced_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,28 @@ def texts() -> dict[str, str]:
 
 def all_ids(profiles: list[Profile]) -> set[str]:
     return {p.test_id(c) for p in profiles for c in p.cases}
+
+
+def ids_run_on(tier: Tier, profiles: list[Profile]) -> set[str]:
+    """The profiles' cases the tier runs: the profile has the tier, the case does not skip it."""
+    return {
+        p.test_id(c)
+        for p in profiles
+        if p.tier(tier) is not None
+        for c in p.cases
+        if not (c.cpu_skip if tier == "cpu" else c.gpu_skip)
+    }
+
+
+def listed_as_run_on(tier: Tier, table: str) -> set[str]:
+    """The ids `harness affected` prints with a cadence on the tier ("id  cpu: post_merge")."""
+    return {line.split()[0] for line in table.splitlines() if f"{tier}: " in line}
+
+
+def selected_by_validate(err: str) -> set[str]:
+    """The ids `harness validate` says it runs ("harness validate: 3 id(s) …: a, b, c")."""
+    [line] = [line for line in err.splitlines() if " id(s)" in line]
+    return set(line.rsplit(": ", 1)[1].split(", "))
 
 
 def test_epd_launcher_lists_its_cases_and_warns(profiles: list[Profile], texts: dict) -> None:
@@ -163,3 +186,22 @@ def test_cli_tags_upstream_ids(capsys: pytest.CaptureFixture[str]) -> None:
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert lines["mm_p_d_qwen3-vl-2b"].endswith("[upstream id]")
     assert not lines["mm_p_d_qwen3-vl-2b_b64"].endswith("[upstream id]")
+
+
+@pytest.mark.parametrize("tier", ["cpu", "gpu"])
+def test_affected_and_validate_image_select_the_same_ids(
+    tier: Tier,
+    profiles: list[Profile],
+    texts: dict,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """Both go through `affected()`: for a changed launcher, `validate image` runs exactly the
+    ids `affected --tier` lists as run on that tier, the cases of its users the tier runs."""
+    users = [p for p in profiles if EPD in (p.launcher, *files_used_by(p.launcher, texts))]
+    expected = ids_run_on(tier, users)
+    assert main(["affected", EPD, "--tier", tier]) == 0
+    listed = listed_as_run_on(tier, capsys.readouterr().out)
+    assert main(["validate", "image", "img", "--change", EPD, "--tier", tier, "--dry-run",
+                 "--results-dir", str(tmp_path)]) == 0  # fmt: skip
+    assert listed == selected_by_validate(capsys.readouterr().err) == expected

@@ -110,7 +110,7 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
     unpatched.chmod(0o755)
     before = leased_ports()
     proc = psutil.Popen(
-        [sys.executable, "-m", "harness", "validate", "--image", IMAGE,
+        [sys.executable, "-m", "harness", "validate", "image", IMAGE,
          "--change", f"{unpatched}:{EPD}", "--ids", EPD_CASE,
          "--results-dir", str(tmp_path / "v")],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -106,7 +106,7 @@ def _has_kv(proc: psutil.Process) -> bool:
 
 def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Path) -> None:
     """Not pytest, not the CLI: any script in a `with` block (a bench under `timeout`) gets
-    SIGTERM turned into KeyboardInterrupt by the LaunchedTopology itself."""
+    SIGTERM turned into KeyboardInterrupt by the Topology itself."""
     session = f"script-{uuid.uuid4().hex[:8]}"
     script = (
         "import sys\nfrom pathlib import Path\nfrom harness.topology.topology import launch\n"

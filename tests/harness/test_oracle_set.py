@@ -9,11 +9,17 @@ import pytest
 import requests
 
 from harness.core.paths import REPO_ROOT
-from harness.oracles.answer import JudgeSettings
+from harness.oracles.answer import CaseRun, CaseScope, JudgeSettings
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import DECLARED, ORACLES, case_oracles
+from harness.oracles.registry import (
+    DECLARED,
+    CaseOracle,
+    Oracle,
+    case_checks,
+    case_oracles,
+)
 from harness.profiles import load_profiles
 from harness.requests.chat import MediaURLs
 
@@ -34,15 +40,16 @@ def canned(status: int) -> requests.Response:
 
 def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
-    for oracle in ORACLES:
+    for oracle in [*Oracle.every(), *CaseOracle.every()]:
 
-        def recorded(answer: object, oracle: object = oracle) -> OracleResult:
-            ran.append(oracle.label(answer.scope))  # type: ignore[attr-defined]
+        def recorded(judged: object, oracle: object = oracle) -> OracleResult:
+            ran.append(oracle.label(judged.scope))  # type: ignore[attr-defined]
             return OracleResult(True, "held")
 
         monkeypatch.setattr(oracle, "check", recorded)
     strict = JudgeSettings(excuse_defects=False)  # a passing declared oracle judges as usual
     checked = 0
+    together: set[str] = set()
     for profile in PROFILES:
         for tier in ("cpu", "gpu"):
             if profile.tier(tier) is None:  # type: ignore[arg-type]
@@ -59,7 +66,14 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
                         tier,
                     )
                     checked += 1
+                ran.clear()
+                scope = CaseScope(case, tier, profile)  # type: ignore[arg-type]
+                judge.judge_case(CaseRun(scope, None, {}))  # type: ignore[arg-type]
+                assert ran == list(case_checks(case, tier, profile)), profile.test_id(case)  # type: ignore[arg-type]
+                together.update(ran)
     assert checked > 60  # every request of every shipped case, both tiers
+    assert any(label.startswith("repeats hit the prefix cache") for label in together)
+    assert any(label.startswith("spread over the replicas") for label in together)
 
 
 def test_a_declared_oracle_is_listed_as_failing_and_vouches_for_nothing() -> None:

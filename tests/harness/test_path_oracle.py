@@ -11,15 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import judge_path, judge_spread
+from harness.cases.case import settled_path
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.serving import check_path, expected_path
+from harness.oracles.answer import CaseRun, CaseScope
+from harness.oracles.judge import CaseJudge
+from harness.oracles.reference import BaselineStore
+from harness.oracles.registry import applicable_to_case
+from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, request_body, warmup_bodies
 from harness.requests.media import AssetServer, build_media
 from harness.topology.plan import RolePlan
-from harness.topology.roles import generate_requests
+from harness.topology.roles import parse_counters
 from harness.topology.topology import launch
 
 EPD = (RolePlan("encode", "worker", 1, "encode"), RolePlan("prefill", "worker", 2, "prefill"),
@@ -62,8 +66,8 @@ def test_the_counter_is_read_from_prometheus_text() -> None:
         'dynamo_component_requests_total{dynamo_component="prefill",'
         'dynamo_endpoint="clear_kv_blocks"} 9\n'
     )
-    assert generate_requests(text) == 4.0
-    assert generate_requests("") == 0.0
+    assert parse_counters(text).requests == 4.0
+    assert parse_counters("").requests == 0.0
 
 
 @pytest.mark.heavy
@@ -84,10 +88,9 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
             before = topo.role_counters()
             resp = topo.post_chat(request_body(case, urls))
             assert resp.status_code == 200  # the answer alone looks fine
-            with pytest.raises(TopologyFailure) as failure:
-                judge_path(topo, case, before)
-    assert failure.value.cause == Cause.WRONG_PATH
-    assert failure.value.message.startswith("role 'encode' did not serve it")
+            path, _ = settled_path(topo, case, before)
+    assert not path.passed
+    assert path.detail.startswith("role 'encode' did not serve it")
 
 
 class RouterThatNeverSpreadsDouble:
@@ -107,10 +110,15 @@ class RouterThatNeverSpreadsDouble:
 
 
 def test_a_router_that_never_spreads_fails_wrong_path() -> None:
+    profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml",
+                           REPO_ROOT)  # fmt: skip
     topo = RouterThatNeverSpreadsDouble()
-    start = topo.request_counts()
+    scope = CaseScope(profile.cases[0], "cpu", profile)
+    assert [o.name for o in applicable_to_case(scope)] == ["cache hit", "spread"]
+    hits = [RequestHit(100, 0, "usage"), RequestHit(100, 100, "usage")]  # the cache check holds
+    judge = CaseJudge(profile, "cpu", "/nowhere", None, BaselineStore(), "s")  # type: ignore[arg-type]
     with pytest.raises(TopologyFailure) as failure:
-        judge_spread(topo, start)  # type: ignore[arg-type]
+        judge.judge_case(CaseRun(scope, topo, topo.request_counts(), hits))  # type: ignore[arg-type]
     assert failure.value.cause == Cause.WRONG_PATH
     assert failure.value.message.startswith(
         "the router sent every request of the case to one worker: worker1 +4, worker2 +0"

@@ -21,7 +21,6 @@ from harness.topology.processes import (
     TOPOLOGY_ID_ENV,
     EnvMarker,
     ProcessReaper,
-    become_subreaper,
     marked_processes,
     spawn_in_session,
     sweep_stale,
@@ -56,12 +55,17 @@ PARENT_OF_TERM_IGNORER = textwrap.dedent(
 )
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
 @pytest.fixture(scope="module", autouse=True)
 def adopt_orphans() -> Iterator[None]:
     """Orphans come to this process (not PID 1, which may never reap) so nothing lingers."""
-    become_subreaper()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
     yield
-    ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def _alive(proc: psutil.Process) -> bool:

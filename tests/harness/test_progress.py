@@ -58,3 +58,33 @@ def test_a_worker_relays_and_the_controller_writes_each_line_once() -> None:
         write_relayed(controller_cfg, report)  # type: ignore[arg-type]
     assert out.lines == ["[serve] launching epd", "[serve] epd ready in 20.0 s"]
     assert [n for n, _ in item.user_properties] == [PROPERTY, PROPERTY]
+
+
+def test_a_serve_case_reads_as_one_log_line_not_a_letter() -> None:
+    """pytest's letter and file path are left out for serve cases (their progress line says the
+    outcome), with the same summary category; other tests and -v keep pytest's own."""
+    from harness.plugin.reporting import SERVE_NODEIDS, pytest_report_teststatus
+
+    cfg, _ = config()
+    cfg.stash[SERVE_NODEIDS] = {"tests/serve/test_serve.py::test_serve[x]"}
+
+    def status(nodeid: str, when: str, outcome: str, cfg: Any = cfg) -> Any:
+        report = SimpleNamespace(
+            nodeid=nodeid,
+            when=when,
+            outcome=outcome,
+            failed=outcome == "failed",
+            skipped=outcome == "skipped",
+        )
+        return pytest_report_teststatus(report, cfg)  # type: ignore[arg-type]
+
+    serve = "tests/serve/test_serve.py::test_serve[x]"
+    assert status(serve, "setup", "passed") == ("", "", "")
+    assert status(serve, "call", "passed") == ("passed", "", "")
+    assert status(serve, "call", "failed") == ("failed", "", "")
+    assert status(serve, "setup", "skipped") == ("skipped", "", "")
+    assert status(serve, "setup", "failed") == ("error", "", "")
+    assert status("tests/harness/test_x.py::test_y", "call", "passed") is None
+    verbose, _ = config(verbosity=1)
+    verbose.stash[SERVE_NODEIDS] = {serve}
+    assert status(serve, "call", "passed", verbose) is None

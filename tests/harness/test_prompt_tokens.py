@@ -15,7 +15,7 @@ from harness.oracles.reference import (
     expected_prompt_tokens,
     load_processor,
     qwen3_vl_frame_indices,
-    text_only_prompt_tokens,
+    split_messages,
 )
 from harness.tiny_models.build import build_tiny_model
 
@@ -73,6 +73,14 @@ def data_url(mime: str, data: bytes) -> str:
 def user(*parts: dict) -> list[dict]:
     system = {"role": "system", "content": "You are terse."}
     return [system, {"role": "user", "content": list(parts)}]
+
+
+def text_only_prompt_tokens(model_dir: Path, messages: list[dict]) -> int:
+    """Prompt tokens for the same `messages` with every image / video part removed."""
+    processor = load_processor(str(Path(model_dir)))
+    chat, _, _ = split_messages(messages, keep_media=False)
+    prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    return len(processor.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 def media_tokens(model_dir: Path, messages: list[dict]) -> int:

@@ -39,7 +39,8 @@ def test_a_secret_in_a_role_log_stays_out_of_the_verdict(tmp_path: Path) -> None
     with pytest.raises(TopologyFailure) as err, topo:
         pass
     assert err.value.cause == Cause.ROLE_EXITED
-    assert SECRET in topo.roles.log_path("worker").read_text()  # the fault really carried it
+    log = topo.deployment.roles.log_path("worker")
+    assert SECRET in log.read_text()  # the fault really carried it
     everything = err.value.report() + json.dumps(err.value.evidence.as_dict(), default=str)
     everything += json.dumps(topo.plan.describe(), default=str)
     assert SECRET not in everything

@@ -20,7 +20,7 @@ import yaml
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
-from harness.topology.topology import TargetTopology, check_target, load_target, target_plan
+from harness.topology.topology import attach, check_target, load_target, target_plan
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm]
 SECRET = "sk-test-secret-token"
@@ -109,7 +109,7 @@ def test_cases_run_against_a_topology_another_process_holds(
         profile = load_profile(REPO_ROOT / "profiles" / "vllm" / f"{name}.yaml", REPO_ROOT)
         check_target(spec, profile, target)
         plan = target_plan(spec, profile, tmp_path / "watch")
-        with TargetTopology(plan, [], None) as topo, pytest.raises(TopologyFailure) as failure:
+        with attach(plan, [], None) as topo, pytest.raises(TopologyFailure) as failure:
             os.kill(victim_pid, signal.SIGKILL)
             killed = time.monotonic()
             while time.monotonic() - killed < 20:

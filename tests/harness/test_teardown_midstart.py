@@ -18,7 +18,7 @@ import pytest
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.profiles import load_profile
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.topology import LaunchedTopology, launch
+from harness.topology.topology import Launched, Topology, launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
@@ -27,11 +27,11 @@ P_D = REPO_ROOT / "profiles" / "vllm" / "p_d_qwen3-vl-2b.yaml"
 ENGINE_START_S = 90.0  # the roles' imports on 2 busy cores take 10-20 s; a generous bound
 
 
-def engine_core_starting(topo: LaunchedTopology) -> bool:
+def engine_core_starting(topo: Topology[Launched]) -> bool:
     """A worker role has spawned its engine core (a child process) and is not ready yet."""
-    topo.roles.refresh()
+    topo.deployment.roles.refresh()
     for role in topo.plan.workers:
-        proc = topo.roles.known.get(role.name)
+        proc = topo.deployment.roles.known.get(role.name)
         if proc is None:
             continue
         try:

@@ -1,5 +1,6 @@
-"""`harness validate`: which ids a change runs, how the two runs' results become one table, and
-its argument errors (the real two-run recipe is in test_docker_image.py)."""
+"""`harness validate`: its three modes and their options, which ids a change runs, how the two
+runs' results become one table, and its argument errors (the real two-run recipe of `validate
+image` is in test_docker_image.py, of `validate checkout` in test_validate_checkout.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 from harness.cli.main import CliError, build_parser, main
 from harness.cli.validate import (
     Change,
-    affected_ids,
     first_sentence,
+    image_ids,
     parse_change,
-    render,
+    render_image,
     side_results,
 )
 from harness.core.paths import REPO_ROOT
@@ -25,7 +26,7 @@ EPD = "launchers/vllm/disagg_multimodal_epd.sh"
 
 
 def validate_args(*extra: str) -> argparse.Namespace:
-    return build_parser().parse_args(["validate", "--image", "img", "--change", EPD, *extra])
+    return build_parser().parse_args(["validate", "image", "img", "--change", EPD, *extra])
 
 
 def test_a_change_in_the_checkout_replaces_its_own_path() -> None:
@@ -63,8 +64,8 @@ def test_a_copy_that_lost_the_exec_bit_is_warned_about(
 def test_the_ids_are_the_tiers_affected_ones() -> None:
     args = validate_args()
     change = [Change(REPO_ROOT / EPD, EPD)]
-    cpu = affected_ids(args, change, "cpu")
-    gpu = affected_ids(args, change, "gpu")
+    cpu = image_ids(args, change, "cpu")
+    gpu = image_ids(args, change, "gpu")
     assert "mm_epd_qwen3-vl-2b" in cpu and "mm_epd_llava-1.5-7b" in cpu
     # GPU-only cases (frontend video decoding, the XPU profile) are not run on the CPU tier
     assert set(gpu) - set(cpu) == {
@@ -77,15 +78,15 @@ def test_the_ids_are_the_tiers_affected_ones() -> None:
 def test_ids_narrow_the_selection_and_must_be_affected() -> None:
     change = [Change(REPO_ROOT / EPD, EPD)]
     args = validate_args("--ids", "mm_epd_qwen3-vl-2b, mm_epd_llava-1.5-7b")
-    assert affected_ids(args, change, "cpu") == ["mm_epd_qwen3-vl-2b", "mm_epd_llava-1.5-7b"]
+    assert image_ids(args, change, "cpu") == ["mm_epd_qwen3-vl-2b", "mm_epd_llava-1.5-7b"]
     with pytest.raises(CliError, match=r"--ids: mm_agg_qwen3-vl-2b not affected by .*epd"):
-        affected_ids(validate_args("--ids", "mm_agg_qwen3-vl-2b"), change, "cpu")
+        image_ids(validate_args("--ids", "mm_agg_qwen3-vl-2b"), change, "cpu")
 
 
 def test_a_file_no_case_runs_is_refused() -> None:
     readme = [Change(REPO_ROOT / "README.md", "README.md")]
     with pytest.raises(CliError, match=r"no serve case of the cpu tier runs README\.md"):
-        affected_ids(validate_args(), readme, "cpu")
+        image_ids(validate_args(), readme, "cpu")
 
 
 def test_each_side_says_which_launcher_copy_ran_and_what_was_seen(tmp_path: Path) -> None:
@@ -119,7 +120,8 @@ def test_the_table_has_both_runs_and_their_exit_and_wall_time(tmp_path: Path) ->
         "as shipped": [make_result("mm_epd_qwen3-vl-2b", launcher=f"{EPD} (as shipped)")],
         "changed": [make_result("mm_epd_qwen3-vl-2b", "failed", launcher=f"{EPD} (changed)")],
     }
-    text = render(validate_args(), changes, rows, [("as shipped", 0, 61.2), ("changed", 1, 48.9)])
+    runs = [("as shipped", 0, 61.2), ("changed", 1, 48.9)]
+    text = render_image(validate_args(), changes, rows, runs)
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (as shipped) | cpu | passed |" in text
     assert f"| mm_epd_qwen3-vl-2b | {EPD} (changed) | cpu | failed | wrong_answer |" in text
     compared = text.replace("|  |", "| |")
@@ -134,31 +136,59 @@ def test_dry_run_prints_both_containers_without_a_daemon(
 ) -> None:
     copy = tmp_path / "epd.sh"
     copy.write_text("#!/usr/bin/env bash\n")
-    code = main(["validate", "--image", "img", "--change", f"{copy}:{EPD}", "--dry-run",
-                 "--ids", "mm_epd_qwen3-vl-2b", "--results-dir", str(tmp_path / "v")])  # fmt: skip
+    code = main(["validate", "image", "img", "--change", f"{copy}:{EPD}", "--dry-run",
+                 "--ids", "mm_epd_qwen3-vl-2b", "--results-dir", str(tmp_path / "v"),
+                 "--", "-x", "--ids", "not-ours"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 0
     shipped, changed = err.split("harness validate: changed run")
     assert f"{copy}:/workspace/{EPD}:ro" not in shipped
     assert f"{copy}:/workspace/{EPD}:ro" in changed
-    selection = "pytest tests/serve --ids mm_epd_qwen3-vl-2b --results"  # baselines pulled in
+    # baselines pulled in; what follows `--` reaches pytest as given, after the selection
+    selection = "pytest tests/serve --ids mm_epd_qwen3-vl-2b -x --ids not-ours --results"
     assert selection in shipped and selection in changed
     assert f"{tmp_path / 'v' / 'as-shipped'}:/results" in shipped
 
 
-def test_a_dynamo_patch_runs_here_on_the_ids_its_declared_defect_covers(
+def test_a_patch_runs_here_on_the_ids_its_declared_defect_covers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`--dynamo-patch` needs no image: the ids are those whose declared upstream defect is
-    rooted in a file the patch touches; it cannot be combined with an image run."""
+    """`validate patch` needs no image: the ids are those whose declared upstream defect is
+    rooted in a file the patch touches."""
     patch = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
     if not (Path(__import__("sysconfig").get_paths()["purelib"]) / "dynamo" / "vllm").is_dir():
         pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")
-    assert main(["validate", "--dynamo-patch", str(patch), "--dry-run"]) == 0
+    assert main(["validate", "patch", str(patch), "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert "4 id(s), installed vs dynamo-1.6.1-llava-encoder-feature-layer.patch" in err
     assert "mm_epd_llava-1.5-7b_b64_frontend_decoding" in err
-    assert main(["validate", "--dynamo-patch", str(patch), "--image", "x"]) == 2
-    assert "without --image/--change" in capsys.readouterr().err
-    assert main(["validate"]) == 2
-    assert "give --image and --change (or --dynamo-patch" in capsys.readouterr().err
+
+
+def test_a_mode_is_required_and_each_has_its_own_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit, match="2"):
+        main(["validate"])
+    assert "required: MODE" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):
+        main(["validate", "image", "img"])
+    assert "required: --change" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):
+        main(["validate", "patch", "fix.patch", "--image", "x"])
+    assert "unrecognized arguments: --image x" in capsys.readouterr().err
+    assert main(["validate", "patch", str(REPO_ROOT / "nope.patch")]) == 2
+    assert "nope.patch: no such file" in capsys.readouterr().err
+    container = ("--gpus", "--workdir", "--hf-cache", "--python", "--change", "--tier")
+    helps = {}
+    for mode in ("patch", "checkout", "image"):
+        with pytest.raises(SystemExit, match="0"):
+            main(["validate", mode, "--help"])
+        helps[mode] = capsys.readouterr().out
+        assert "[-- PYTEST_ARGS]" in helps[mode]
+    assert all(option in helps["image"] for option in container)
+    assert not any(option in helps[m] for m in ("patch", "checkout") for option in container)
+    assert "--base REF" in helps["checkout"]
+    assert "--base" not in helps["patch"] and "--base" not in helps["image"]
+    # each mode's description is its own part of the story, not the others'
+    assert "site-packages paths" in helps["patch"] and "site-packages" not in helps["image"]
+    assert "as shipped" in helps["image"] and "as shipped" not in helps["checkout"]

@@ -1,4 +1,4 @@
-"""`harness validate --dynamo-src PATH --base REF`: the seed's unpatched-versus-patched table for a
+"""`harness validate checkout PATH --base REF`: the seed's unpatched-versus-patched table for a
 Dynamo checkout, on the CPU tier in minutes, in both of upstream's port contracts: its own E/P/D
 launcher, unmodified, at the base (encode worker with no health source) against its branch (with
 one), for the image-URL id and the b64 + frontend-decoding id."""
@@ -12,12 +12,15 @@ import pytest
 
 from harness.cli.main import main
 from harness.core.paths import REPO_ROOT
+from harness.profiles import load_profiles
 from tests.harness.dynamo_checkout import (
+    EPD,
     build_checkout,
     commit_all,
     epd_launcher,
     write_launcher,
 )
+from tests.harness.test_affected import ids_run_on, listed_as_run_on, selected_by_validate
 
 SRC_IDS = ["mm_epd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
 # The shipped E/P/D profile without its E/PD comparison: one launch per id and side.
@@ -37,15 +40,33 @@ def test_the_changed_launcher_selects_its_ids(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     checkout = seed_checkout(tmp_path)
-    assert main(["validate", "--dynamo-src", str(checkout), "--base", "HEAD~1", "--dry-run"]) == 0
+    assert main(["validate", "checkout", str(checkout), "--base", "HEAD~1", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert f"{checkout} at HEAD~1 vs now: " in err
     assert all(tid in err for tid in [*SRC_IDS, "mm_epd_video_qwen3-vl-2b_mixed"])
     assert "mm_e_pd_qwen3-vl-2b" not in err  # its launcher did not change
-    assert main(["validate", "--dynamo-src", str(checkout)]) == 2  # no --base
-    assert "--base REF" in capsys.readouterr().err
-    assert main(["validate", "--dynamo-src", str(tmp_path), "--base", "HEAD"]) == 2
+    with pytest.raises(SystemExit, match="2"):
+        main(["validate", "checkout", str(checkout)])
+    assert "required: --base" in capsys.readouterr().err
+    assert main(["validate", "checkout", str(tmp_path), "--base", "HEAD"]) == 2
     assert "no components/src/dynamo" in capsys.readouterr().err
+
+
+def test_affected_and_validate_checkout_select_the_same_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both go through `affected(checkout=True)`: `validate checkout` runs exactly the ids
+    `affected --dynamo-src --tier cpu` lists as run on the CPU tier, the CPU-tier cases of the
+    profiles naming the changed launcher as their upstream one."""
+    checkout = seed_checkout(tmp_path)
+    profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    expected = ids_run_on("cpu", [p for p in profiles if p.upstream_launcher == EPD])
+    assert (
+        main(["affected", "--dynamo-src", str(checkout), "--base", "HEAD~1", "--tier", "cpu"]) == 0
+    )
+    listed = listed_as_run_on("cpu", capsys.readouterr().out)
+    assert main(["validate", "checkout", str(checkout), "--base", "HEAD~1", "--dry-run"]) == 0
+    assert listed == selected_by_validate(capsys.readouterr().err) == expected
 
 
 @pytest.mark.heavy
@@ -56,7 +77,7 @@ def test_the_seed_table_for_a_checkout(
 ) -> None:
     checkout = seed_checkout(tmp_path, contract)
     started = time.monotonic()
-    code = main(["validate", "--dynamo-src", str(checkout), "--base", "HEAD~1", "--ids",
+    code = main(["validate", "checkout", str(checkout), "--base", "HEAD~1", "--ids",
                  ",".join(SRC_IDS), "--profiles", str(CHECKOUT_PROFILES), "--results-dir",
                  str(tmp_path / "out"), "--", "--profiles", str(CHECKOUT_PROFILES)])  # fmt: skip
     took = time.monotonic() - started

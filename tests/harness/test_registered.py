@@ -1,0 +1,97 @@
+"""Adding an oracle or a diagnosis is one new file: a module dropped into the package's folder
+registers its classes without being listed anywhere, and `harness list` prints the new oracle
+where the judge runs it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import harness.oracles
+import harness.topology
+from harness.core.paths import REPO_ROOT
+from harness.core.registered import Registered, forget_imported
+from harness.oracles.registry import CaseOracle, Oracle, case_checks, case_oracles
+from harness.profiles import load_profile
+from harness.topology.readiness import LogDiagnosis
+
+NEW_ORACLE = """
+from harness.oracles.checks import OracleResult
+from harness.oracles.registry import Oracle
+
+
+class Polite(Oracle):
+    name = "says please"
+    order = 15  # between status (10) and structure (20)
+
+    def applies(self, scope):
+        return True
+
+    def check(self, answer):
+        return OracleResult("please" in answer.content, "polite")
+"""
+
+NEW_DIAGNOSIS = """
+from harness.topology.readiness import LogDiagnosis
+
+
+class Overheated(LogDiagnosis):
+    name = "overheated"
+    order = 25
+
+    def check(self, topo, roles):
+        return None
+"""
+
+
+@pytest.fixture
+def new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Writes `text` as a new module of `package` (its folder extended with a temp dir); takes
+    the module and its classes out again afterwards."""
+    added: list[tuple[str, str, type[Registered]]] = []
+
+    def add(package: object, name: str, text: str, root: type[Registered]) -> None:
+        folder = tmp_path / package.__name__  # type: ignore[attr-defined]
+        folder.mkdir()
+        (folder / f"{name}.py").write_text(text)
+        monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])  # type: ignore[attr-defined]
+        forget_imported(package.__name__)  # type: ignore[attr-defined]
+        added.append((package.__name__, name, root))  # type: ignore[attr-defined]
+
+    yield add
+    for package, name, root in added:
+        sys.modules.pop(f"{package}.{name}", None)
+        for cls in [c for c in root.registered if c.__module__ == f"{package}.{name}"]:
+            root.unregister(cls)
+        forget_imported(package)
+
+
+def test_a_new_oracle_file_is_judged_and_listed(new_module: object) -> None:
+    before = [o.name for o in Oracle.every()]
+    new_module(harness.oracles, "polite_oracle", NEW_ORACLE, Oracle)  # type: ignore[operator]
+    after = [o.name for o in Oracle.every()]
+    assert after == [before[0], "says please", *before[1:]]
+    profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
+    [listed, *_] = case_oracles(profile.cases[0], "cpu", profile)
+    assert listed.labels[:3] == ("status 200", "says please", "structure")
+
+
+def test_a_new_diagnosis_file_runs_in_its_place(new_module: object) -> None:
+    before = [d.name for d in LogDiagnosis.every()]
+    new_module(harness.topology, "overheat_diagnosis", NEW_DIAGNOSIS, LogDiagnosis)  # type: ignore[operator]
+    after = [d.name for d in LogDiagnosis.every()]
+    assert after == [*before[:2], "overheated", *before[2:]]
+
+
+def test_every_shipped_strategy_is_registered_once() -> None:
+    for root in (Oracle, CaseOracle, LogDiagnosis):
+        names = [s.name for s in root.every()]
+        assert len(names) == len(set(names)), root
+    assert [o.name for o in CaseOracle.every()] == ["cache hit", "spread"]
+    router = load_profile(
+        REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
+    )
+    assert len(case_checks(router.cases[0], "cpu", router)) == 2
