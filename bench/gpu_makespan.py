@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cases.case import CaseOrder, FileOrder, LongestFirst
+from harness.cases.selection import CaseOrder, FileOrder, LongestFirst
 from harness.machine.gpus import GIB, GpuInventory
 from harness.machine.leases import place
 

@@ -1,13 +1,13 @@
 """Makespan of the serve suite split over N CI runners: `--shard` (LPT over launch/baseline units)
 vs. splitting by file order, against a lower bound, for N = 1, 2, 4, 8.
 
-Cases and units are the real profiles' (`harness.cases.case.cadence_cases`, the selection
+Cases and units are the real profiles' (`harness.cases.selection.cadence_cases`, the selection
 `pytest -m post_merge --shard K/N` splits). Each case costs its requests' time, and the first case
 of a launch on a runner also pays the launch: a split that cuts a launch group starts it twice.
 
 Times come from a results.jsonl (`--durations-from`: `ready_s` is the launch, the rest of a
 case's `duration_s` its requests) or, for a case it lacks, the same budget-based default the
-sharder uses (harness.cases.case.UNKNOWN_*_SHARE). `--noise F` runs `--trials` draws in which
+sharder uses (harness.cases.selection.UNKNOWN_*_SHARE). `--noise F` runs `--trials` draws in which
 every actual time is the planned one x U(1-F, 1+F): the plan sees recorded times, the clock does
 not.
 
@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cases.case import (
+from harness.cases.case import ServeCase
+from harness.cases.selection import (
     UNKNOWN_LAUNCH_SHARE,
     UNKNOWN_REQUEST_SHARE,
-    ServeCase,
     cadence_cases,
     plan_shards,
     units,

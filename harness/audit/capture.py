@@ -112,7 +112,7 @@ def audit_model(profile: Profile, tier: Tier) -> str:
     """GPU: the HF id (nothing is downloaded); CPU: where the tiny build would live."""
     if tier == "gpu":
         return profile.model.gpu
-    from harness.tiny_models.build import default_cache_dir
+    from harness.tiny_models import default_cache_dir
 
     return str(default_cache_dir() / f"{profile.model.cpu}-audit-placeholder")
 

@@ -19,7 +19,7 @@ from harness.audit.checks import (
     check_ports,
     check_sglang_registration,
 )
-from harness.audit.sglang_parser import table
+from harness.audit.engine_flags import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
 from harness.topology.plan import launcher_args

@@ -29,8 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.audit.engine_flags import table
     from harness.audit.runner import audit
-    from harness.audit.sglang_parser import table
 
     if args.dynamo_src:
         os.environ[DYNAMO_SRC_ENV] = str(Path(args.dynamo_src).resolve())

@@ -28,7 +28,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GIB, GpuDevice, GpuInventory
-from harness.machine.ports import PortRegistry
+from harness.machine.leases import PortRegistry
 from harness.machine.tier import STACK_ENGINE, engine_pins, lock_mismatches, lock_versions
 from harness.profiles import Profile, Tier
 from harness.topology.processes import describe_stale, stale_processes
@@ -184,7 +184,7 @@ def installed_version(name: str) -> str | None:
 def model_findings(profiles: Sequence[Profile], tier: Tier) -> list[Finding]:
     """CPU: each tiny checkpoint builds (or is cached). GPU: each model is in the HF cache."""
     from harness.machine.tier import ensure_cached
-    from harness.tiny_models.build import build_tiny_model
+    from harness.tiny_models import build_tiny_model
 
     findings = []
     if tier == "cpu":

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cases.case import ServeCase, Shard, cadence_cases, plan_shards, recorded_durations
+from harness.cases.case import ServeCase
+from harness.cases.selection import Shard, cadence_cases, plan_shards, recorded_durations
 from harness.cli.main import (
     DEFAULT_CASE,
     CliError,

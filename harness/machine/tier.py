@@ -104,7 +104,7 @@ DOWNLOAD_ENV = "HARNESS_DOWNLOAD_MODELS"
 
 def model_for(profile: Profile, tier: Tier) -> str:
     if tier == "cpu":
-        from harness.tiny_models.build import build_tiny_model
+        from harness.tiny_models import build_tiny_model
 
         assert profile.model.cpu is not None
         return str(build_tiny_model(profile.model.cpu))

@@ -99,7 +99,7 @@ class Answer:
 
     @cached_property
     def reference(self) -> Reference | None:
-        """The model's own greedy answer and its log-probabilities (hf_reference.py)."""
+        """The model's own greedy answer and its log-probabilities (reference.py)."""
         return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE)
 
     @property

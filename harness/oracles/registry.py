@@ -7,7 +7,7 @@ Two kinds: an `Oracle` judges one answer; a `CaseOracle` judges a case's request
 they are all answered (the repeats' cache hits, the spread over a router's replicas). A concrete
 class (one that sets `name`) registers itself; `order` places it among the others. Every module
 of this package is imported before the registry is read, so a new oracle is one new file here.
-Each class only adapts a pure check (checks.py, serving.py, media.py, reference.py) to what it
+Each class only adapts a pure check (checks.py, serving.py, reference.py) to what it
 judges; what reads the answer's content (`reads_content`) is what may vouch for it. An oracle a
 declared upstream defect says must fail is listed as such and does not vouch for the content."""
 
@@ -31,8 +31,10 @@ from harness.oracles.checks import (
     compare_logprobs,
     engine_steps,
     excerpt,
+    judge_relation,
+    relation_kinds,
+    relations,
 )
-from harness.oracles.media import judge_relation, relation_kinds, relations
 from harness.oracles.reference import (
     TOP_LOGPROBS,
     describe_divergence,
@@ -192,7 +194,7 @@ class RolePrompts(Answered):
 
 
 class ModelAnswer(Answered):
-    """CPU: the answer is the model's own (HF transformers on the raw media, hf_reference.py),
+    """CPU: the answer is the model's own (HF transformers on the raw media, reference.py),
     whatever path the request took; where it is not, where the input departed."""
 
     name = "matches the model's own answer"
@@ -231,7 +233,7 @@ class ModelAnswer(Answered):
 
 
 class LogProbs(Answered):
-    """CPU: each token's log-probability and top-k are the model's own (hf_reference.py), within
+    """CPU: each token's log-probability and top-k are the model's own (reference.py), within
     a tolerance float32 on both sides leaves (LOGPROB_TOLERANCE), whatever path the request
     took: catches a small numeric corruption the greedy text survives."""
 
@@ -289,7 +291,7 @@ class SameAs(Answered):
 
 class Path(Answered):
     """The roles that served the request are the ones its topology and media say must
-    (path_oracle.py; each role's own request counter, settled before judging)."""
+    (serving.py; each role's own request counter, settled before judging)."""
 
     name = "path"
     order = 90
@@ -302,9 +304,9 @@ class Path(Answered):
 
 
 class Relation(Answered):
-    """A metamorphic twin of the request, sent on the same launch (media_relations.py)."""
+    """A metamorphic twin of the request, sent on the same launch (checks.py, `relations`)."""
 
-    relation: str  # the relation's name in media_relations.relations
+    relation: str  # the relation's name in checks.relations
 
     def applies(self, scope: Scope) -> bool:
         kinds = relation_kinds(scope.request, scope.tier)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.cases.case import (
-    ServeCase,
+from harness.cases.case import ServeCase
+from harness.cases.selection import (
     Shard,
     ShardPlan,
     order_key,

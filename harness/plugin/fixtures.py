@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.cases.results import progress_of
-from harness.cases.run import TopologyPool
 from harness.core.paths import cache_dir
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import CaseJudge

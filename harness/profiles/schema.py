@@ -67,7 +67,7 @@ class GpuExpect(Strict):
     all_of: list[str] = []
     any_of: list[str] = []
     # What the answer must name when the request's media is swapped for the other medium
-    # (harness/oracles/media.py): the red square instead of the green one.
+    # (harness/oracles/checks.py): the red square instead of the green one.
     alt_any_of: list[str] = []
 
     @model_validator(mode="after")

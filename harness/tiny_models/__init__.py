@@ -1,6 +1,7 @@
 """What every tiny random checkpoint of the CPU tier shares: its tokenizer and how it is saved.
 
-The families (qwen3_vl.py, llava.py) shape the models; build.py builds and caches them.
+The families (qwen3_vl.py, llava.py) shape the models; `build_tiny_model` builds one once per
+(family, builder source, library versions) and caches it.
 
 - `train_byte_level_bpe`, `fast_tokenizer`: a tiny byte-level BPE tokenizer trained on a fixed
   list of the stdlib's own source files.
@@ -14,13 +15,22 @@ The families (qwen3_vl.py, llava.py) shape the models; build.py builds and cache
 from __future__ import annotations
 
 import hashlib
+import importlib
+import shutil
 import sysconfig
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filelock
+import tokenizers
 import torch
+import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast
+
+from harness.core.paths import cache_dir
 
 VOCAB_SIZE = 1024
 
@@ -105,3 +115,66 @@ def save_random_checkpoint(
         sub = getattr(processor, part, None)
         if sub is not None:
             sub.save_pretrained(out_dir)
+
+
+SEED = 0
+
+
+def _family_builder(family: str) -> Callable[[Path, int], None]:
+    """The `build(out_dir, seed)` of the family's own module, imported when first used (the
+    family modules import this package's helpers)."""
+
+    def build(out_dir: Path, seed: int) -> None:
+        importlib.import_module(f"{__name__}.{family}").build(out_dir, seed)
+
+    return build
+
+
+BUILDERS: dict[str, Callable[[Path, int], None]] = {
+    family: _family_builder(family) for family in ("qwen3_vl", "llava")
+}
+
+
+def default_cache_dir() -> Path:
+    """`models/` under the harness cache (`harness.core.paths.cache_dir`)."""
+    return cache_dir() / "models"
+
+
+def build_key(family: str) -> str:
+    """Changes whenever anything that shapes the checkpoint's bytes changes."""
+    digest = hashlib.sha256(family.encode())
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    versions = (transformers.__version__, tokenizers.__version__, torch.__version__, SEED)
+    digest.update(repr(versions).encode())
+    digest.update(corpus_digest().encode())
+    return digest.hexdigest()[:16]
+
+
+def build_tiny_model(family: str, cache_dir: Path | None = None) -> Path:
+    """Return the directory of the tiny `family` checkpoint, building it on first use.
+
+    Safe under parallel pytest workers: one builds under a file lock, into a temporary directory
+    that is renamed into place, so a model directory that exists is complete.
+    Example: build_tiny_model("qwen3_vl") -> ~/.cache/serve-harness/models/qwen3_vl-1a2b3c4d5e6f7a8b
+    """
+    if family not in BUILDERS:
+        raise ValueError(f"unknown tiny model family {family!r}; known: {sorted(BUILDERS)}")
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    model_dir = cache / f"{family}-{build_key(family)}"
+    if model_dir.is_dir():
+        return model_dir
+    with filelock.FileLock(str(cache / f"{model_dir.name}.lock")):
+        if model_dir.is_dir():
+            return model_dir
+        tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", dir=cache))
+        try:
+            BUILDERS[family](tmp, SEED)
+            for path in tmp.iterdir():
+                path.chmod(0o644)
+            tmp.chmod(0o755)
+            tmp.rename(model_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return model_dir

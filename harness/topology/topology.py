@@ -50,8 +50,7 @@ from harness.core.paths import (
 )
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.machine.leases import take_gpus
-from harness.machine.ports import PortRegistry
+from harness.machine.leases import PortRegistry, take_gpus
 from harness.machine.tier import model_for
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.dynamo_src import DynamoSource

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from harness.cases.case import ServeCase, pull_in
+from harness.cases.case import ServeCase
+from harness.cases.selection import pull_in
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
 
@@ -83,7 +84,7 @@ def test_an_id_outside_the_selection_is_a_usage_error() -> None:
 def test_each_shipped_id_alone_brings_every_baseline_it_needs_transitively() -> None:
     """Selecting any one CPU id runs it with every case whose answers it (or a case pulled in
     for it) is compared with: no pulled-in case can fail for want of a baseline."""
-    from harness.cases.case import given, needed
+    from harness.cases.selection import given, needed
 
     runnable = [sc for sc in CASES if not sc.skip_reason(None)]
     for sc in runnable:

@@ -10,8 +10,7 @@ import re
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
-from harness.cases.run import TopologyPool
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge

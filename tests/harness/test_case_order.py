@@ -3,7 +3,8 @@
 import json
 from pathlib import Path
 
-from harness.cases.case import ServeCase, order_key, recorded_durations
+from harness.cases.case import ServeCase
+from harness.cases.selection import order_key, recorded_durations
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
 

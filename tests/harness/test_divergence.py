@@ -12,7 +12,7 @@ from harness.oracles.reference import (
     role_prompt_check,
 )
 from harness.requests.chat import MediaURLs, chat_body
-from harness.tiny_models.build import build_tiny_model
+from harness.tiny_models import build_tiny_model
 
 
 def test_the_processor_counts_llava_image_tokens_without_cls(urls: MediaURLs) -> None:

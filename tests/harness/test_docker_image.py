@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.core.paths import CHECKOUT_ENV
-from harness.machine.ports import PortRegistry, port_is_bindable, registry_file
+from harness.machine.leases import PortRegistry, port_is_bindable, port_registry_file
 from tests.harness.docker_daemon import client_with_image, containers_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def image_processes() -> list[psutil.Process]:
 
 
 def leased_ports() -> set[int]:
-    path = registry_file()
+    path = port_registry_file()
     records = json.loads(path.read_text()) if path.is_file() and path.read_text() else []
     return {record["port"] for record in records}
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
-from harness.cases.run import TopologyPool
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings
@@ -27,7 +26,7 @@ from harness.oracles.reference import (
 )
 from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, request_body, warmup_bodies
-from harness.tiny_models.build import build_tiny_model
+from harness.tiny_models import build_tiny_model
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, import_records
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch

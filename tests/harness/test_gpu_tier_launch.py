@@ -10,8 +10,7 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import GpuLeaseBroker, GpuUnavailable
-from harness.machine.ports import PortRegistry
+from harness.machine.leases import GpuLeaseBroker, GpuUnavailable, PortRegistry
 from harness.profiles import load_profiles
 from harness.topology.topology import launch
 

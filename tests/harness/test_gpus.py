@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cases.case import LongestFirst
+from harness.cases.selection import LongestFirst
 from harness.machine.gpus import (
     GIB,
     MIB,

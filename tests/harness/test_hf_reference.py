@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
-from harness.cases.run import TopologyPool
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore, reference_answer
 from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, chat_body, warmup_bodies
-from harness.tiny_models.build import build_tiny_model
+from harness.tiny_models import build_tiny_model
 
 
 def test_the_reference_is_deterministic_and_sees_the_image(urls: MediaURLs) -> None:

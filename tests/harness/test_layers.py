@@ -91,9 +91,9 @@ def test_an_upward_import_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     fake = tmp_path / "harness"
     (fake / "topology").mkdir(parents=True)
     (fake / "topology" / "bad.py").write_text(
-        "def f():\n    from harness.cases.run import TopologyPool\n"
+        "def f():\n    from harness.cases.case import TopologyPool\n"
     )
     monkeypatch.setattr(f"{__name__}.REPO_ROOT", tmp_path)
     assert upward_imports(fake) == [
-        "harness.topology.bad:2 (topology) imports harness.cases.run (cases)"
+        "harness.topology.bad:2 (topology) imports harness.cases.case (cases)"
     ]

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
-from harness.cases.run import TopologyPool
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.checks import MediaRelation, judge_relation, relations
 from harness.oracles.judge import CaseJudge
-from harness.oracles.media import MediaRelation, judge_relation, relations
 from harness.oracles.reference import BaselineStore
 from harness.profiles import RequestSpec, load_profile
 from harness.requests.chat import MediaURLs, warmup_bodies
@@ -83,7 +82,7 @@ def test_a_vision_tower_that_sees_nothing_is_caught(
 ) -> None:
     import safetensors.torch
 
-    from harness.tiny_models.build import build_tiny_model
+    from harness.tiny_models import build_tiny_model
 
     blind = tmp_path / "qwen3_vl-blind"
     shutil.copytree(build_tiny_model("qwen3_vl"), blind)

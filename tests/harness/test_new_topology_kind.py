@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, run_case
-from harness.cases.run import TopologyPool
+from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore

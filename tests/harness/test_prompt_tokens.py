@@ -17,7 +17,7 @@ from harness.oracles.reference import (
     qwen3_vl_frame_indices,
     split_messages,
 )
-from harness.tiny_models.build import build_tiny_model
+from harness.tiny_models import build_tiny_model
 
 PROMPT = {"type": "text", "text": "Describe what you see in one short sentence."}
 

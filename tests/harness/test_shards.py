@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import (
+from harness.cases.case import ServeCase
+from harness.cases.selection import (
     UNKNOWN_LAUNCH_SHARE,
     UNKNOWN_REQUEST_SHARE,
-    ServeCase,
     Shard,
     cadence_cases,
     case_seconds,

@@ -11,8 +11,8 @@ import pytest
 from safetensors import safe_open
 from transformers import AutoTokenizer
 
-from harness.tiny_models import build as build_module
-from harness.tiny_models.build import BUILDERS, build_tiny_model, default_cache_dir
+import harness.tiny_models as build_module
+from harness.tiny_models import BUILDERS, build_tiny_model, default_cache_dir
 
 
 def file_digests(model_dir: Path) -> dict[str, str]:
