@@ -52,8 +52,10 @@ def main() -> None:
         rows = {}
         for label, delay in modes:
             rows[label] = m = measure(profiles[name], args.idle_s, delay)
-            print(f"{name:18} {label:22} {m['ready_s']:8.1f} {m['peak_rss_gib']:13.2f} "
-                  f"{m['idle_cpu_pct']:11.1f}")  # fmt: skip
+            print(
+                f"{name:18} {label:22} {m['ready_s']:8.1f} {m['peak_rss_gib']:13.2f} "
+                f"{m['idle_cpu_pct']:11.1f}"
+            )
         if len(rows) == 2:
             a, b = rows["harness (1 ms delay)"], rows["stock NIXL (spin)"]
             ratio = a["idle_cpu_pct"] / b["idle_cpu_pct"] if b["idle_cpu_pct"] else float("nan")

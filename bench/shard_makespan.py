@@ -211,8 +211,10 @@ def main() -> int:
             if n == GOAL_SHARDS and split is by_shards:
                 ours_at_goal = mean_ratio
     ok = ours_at_goal <= GOAL_RATIO
-    print(f"goal: --shard <= {GOAL_RATIO}x the bound at N={GOAL_SHARDS}: "
-          f"{ours_at_goal:.3f}x {'met' if ok else 'MISSED'}")  # fmt: skip
+    print(
+        f"goal: --shard <= {GOAL_RATIO}x the bound at N={GOAL_SHARDS}: "
+        f"{ours_at_goal:.3f}x {'met' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

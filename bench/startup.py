@@ -79,8 +79,11 @@ def launch_rows(result: dict) -> list[tuple[str, dict[str, float]]]:
 def first_cases(results_file: Path) -> list[dict]:
     """The result of each launch's first case (the one whose duration holds its start-up)."""
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
-    return [r for r in rows if r.get("run_dir") and not r.get("reused_topology")
-            and r["outcome"] != "skipped"]  # fmt: skip
+    return [
+        r
+        for r in rows
+        if r.get("run_dir") and not r.get("reused_topology") and r["outcome"] != "skipped"
+    ]
 
 
 def report(results_file: Path) -> dict[str, float]:
@@ -105,9 +108,25 @@ def run_suite(ids: str | None, env: dict[str, str], out: Path) -> tuple[Path, fl
     results = out / "results.jsonl"
     select = ["--ids", ids] if ids else ["-m", "post_merge"]
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", "tests/serve", "--tier", "cpu", *select,
-                    "--results", str(results), "-q", "-p", "no:cacheprovider"],
-                   cwd=REPO_ROOT, env=env, check=False)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/serve",
+            "--tier",
+            "cpu",
+            *select,
+            "--results",
+            str(results),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+    )
     return results, time.monotonic() - started
 
 
@@ -135,11 +154,15 @@ def main() -> int:
         base = report(args.baseline)
         for key in ("ready", *PHASES):
             if base[key]:
-                print(f"ratio {key}: {current[key] / base[key]:.2f}x the baseline "
-                      f"({current[key]:.1f} s vs {base[key]:.1f} s)")  # fmt: skip
+                print(
+                    f"ratio {key}: {current[key] / base[key]:.2f}x the baseline "
+                    f"({current[key]:.1f} s vs {base[key]:.1f} s)"
+                )
     if walls is not None:
-        print(f"ratio suite wall: {walls[0] / walls[1]:.2f}x the baseline "
-              f"({walls[0]:.1f} s vs {walls[1]:.1f} s)")  # fmt: skip
+        print(
+            f"ratio suite wall: {walls[0] / walls[1]:.2f}x the baseline "
+            f"({walls[0]:.1f} s vs {walls[1]:.1f} s)"
+        )
     return 0
 
 

@@ -21,8 +21,11 @@ from harness.profiles import Profile, load_profiles
 from harness.topology.topology import STOP_GRACE_S, launch
 
 BASELINE = {"name": "anchor (5 s worker grace, 8 s wait)", "grace": 8.0, "dyn_grace": "5"}
-HARNESS = {"name": f"harness ({STOP_GRACE_S:g} s wait, worker grace 0)", "grace": STOP_GRACE_S,
-           "dyn_grace": "0"}  # fmt: skip
+HARNESS = {
+    "name": f"harness ({STOP_GRACE_S:g} s wait, worker grace 0)",
+    "grace": STOP_GRACE_S,
+    "dyn_grace": "0",
+}
 SHORT = {"name": "harness, 2 s wait then SIGKILL", "grace": 2.0, "dyn_grace": "0"}
 
 
@@ -58,8 +61,10 @@ def main() -> None:
             times = [t for t, _ in runs]
             left = set().union(*(s for _, s in runs))
             medians[mode["name"]] = statistics.median(times)
-            print(f"{name:22} {mode['name']:42} {medians[mode['name']]:9.2f} {max(times):7.2f}"
-                  f"  {sorted(left) or '-'}")  # fmt: skip
+            print(
+                f"{name:22} {mode['name']:42} {medians[mode['name']]:9.2f} {max(times):7.2f}"
+                f"  {sorted(left) or '-'}"
+            )
         for mode in (HARNESS, SHORT):
             ratio = medians[mode["name"]] / medians[BASELINE["name"]]
             print(f"{name:22} {'ratio to anchor: ' + mode['name']:42} {ratio:9.2f}")

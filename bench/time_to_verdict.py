@@ -54,11 +54,21 @@ def seed_faults() -> list[Fault]:
         return run_fault(seed.epd_profile(launcher, register_s=seed.REGISTER_S))
 
     return [
-        Fault("seed_epd_encode_no_health_source", Cause.NO_HEALTH_SOURCE, 15.0, no_health_source,
-              role="encode"),
-        Fault("seed_epd_encode_never_up", Cause.NEVER_REGISTERED, seed.REGISTER_S + 5,
-              encode_never_up, role="encode"),
-    ]  # fmt: skip
+        Fault(
+            "seed_epd_encode_no_health_source",
+            Cause.NO_HEALTH_SOURCE,
+            15.0,
+            no_health_source,
+            role="encode",
+        ),
+        Fault(
+            "seed_epd_encode_never_up",
+            Cause.NEVER_REGISTERED,
+            seed.REGISTER_S + 5,
+            encode_never_up,
+            role="encode",
+        ),
+    ]
 
 
 def measure(faults: list[Fault]) -> list[tuple[Fault, FaultRun]]:
@@ -86,9 +96,16 @@ def table(rows: list[tuple[Fault, FaultRun]]) -> str:
     for fault, run in rows:
         waited = run.verdict_s if run.request_phase else run.from_launch_s
         ok = run.cause == fault.cause and run.verdict_s <= fault.bound_s and not run.leftovers
-        cells = (fault.name, str(run.cause), f"{run.verdict_s:.2f}", f"{run.from_launch_s:.2f}",
-                 f"{run.timeout_only_s:.0f}", f"{waited / run.timeout_only_s:.3f}",
-                 "yes" if ok else "NO", run.note or "from launch")  # fmt: skip
+        cells = (
+            fault.name,
+            str(run.cause),
+            f"{run.verdict_s:.2f}",
+            f"{run.from_launch_s:.2f}",
+            f"{run.timeout_only_s:.0f}",
+            f"{waited / run.timeout_only_s:.3f}",
+            "yes" if ok else "NO",
+            run.note or "from launch",
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -105,13 +122,17 @@ def main() -> None:
     print(table(rows))
     total_verdict = sum(r.from_launch_s for _, r in rows)
     total_budget = sum(r.timeout_only_s for _, r in rows)
-    print(f"\nsum: {total_verdict:.1f} s to verdicts vs {total_budget:.0f} s timeout-only "
-          f"(ratio {total_verdict / total_budget:.3f})")  # fmt: skip
+    print(
+        f"\nsum: {total_verdict:.1f} s to verdicts vs {total_budget:.0f} s timeout-only "
+        f"(ratio {total_verdict / total_budget:.3f})"
+    )
     marks = healthy_readiness_overhead()
     meets = "meets" if marks["overhead_s"] <= READINESS_GOAL_S else "MISSES"
-    print(f"readiness overhead (last worker ready -> first request): {marks['overhead_s']:.3f} s, "
-          f"{meets} the {READINESS_GOAL_S} s goal "
-          f"(ratio {marks['overhead_s'] / READINESS_GOAL_S:.3f}); marks {marks}")  # fmt: skip
+    print(
+        f"readiness overhead (last worker ready -> first request): {marks['overhead_s']:.3f} s, "
+        f"{meets} the {READINESS_GOAL_S} s goal "
+        f"(ratio {marks['overhead_s'] / READINESS_GOAL_S:.3f}); marks {marks}"
+    )
 
 
 if __name__ == "__main__":

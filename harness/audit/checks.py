@@ -164,12 +164,16 @@ def check_sglang_registration(source: Path | None = None) -> list[Finding]:
     if source is None:
         return []
     return [
-        Finding(str(source), MULTIMODAL_INITS[name], f"{name} never calls "
-                "register_model_with_readiness_gate: the worker serves but never registers its "
-                "model, so the frontend answers 503 (the second seed)",
-                "register the model (register_model_with_readiness_gate) once the engine is up")
+        Finding(
+            str(source),
+            MULTIMODAL_INITS[name],
+            f"{name} never calls "
+            "register_model_with_readiness_gate: the worker serves but never registers its "
+            "model, so the frontend answers 503 (the second seed)",
+            "register the model (register_model_with_readiness_gate) once the engine is up",
+        )
         for name in unregistered(source)
-    ]  # fmt: skip
+    ]
 
 
 # vLLM's default KV block size on CUDA (CacheConfig.block_size resolved by CudaPlatform).
@@ -295,8 +299,11 @@ def check_memory(profile: Profile, cap: Capture, launcher: str) -> list[Finding]
         call = cap.roles.get(role.role)
         if call is None:
             continue  # check_health names a worker that never started
-        out += [f for f in (placement_finding(profile, role, call),
-                            bytes_finding(launcher, role, call)) if f]  # fmt: skip
+        out += [
+            f
+            for f in (placement_finding(profile, role, call), bytes_finding(launcher, role, call))
+            if f
+        ]
     return out
 
 
@@ -314,9 +321,13 @@ def check_kv(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
             error = kv_capacity_error(call.engine_args, config_dir(profile.model.short_name))
         if error:
             out.append(
-                Finding(launcher, role.role, f"vLLM's own start-up check refuses it: {error}",
-                        "raise the role's KV bytes (gpu.max_num_seqs x max_model_len)")
-            )  # fmt: skip
+                Finding(
+                    launcher,
+                    role.role,
+                    f"vLLM's own start-up check refuses it: {error}",
+                    "raise the role's KV bytes (gpu.max_num_seqs x max_model_len)",
+                )
+            )
     return out
 
 
@@ -325,8 +336,10 @@ FRONTEND_ENV = "DYN_HTTP_PORT"
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
 UNSET_PORT = re.compile(r"variable (\w+) is not set")
 ENGINES = ("dynamo.vllm", "dynamo.sglang")
-STRAY_FIX = ("read it from a variable ($(port VAR DEFAULT), upstream's dyn_port or ${VAR:-N}): "
-             "the harness leases every port variable a launcher reads")  # fmt: skip
+STRAY_FIX = (
+    "read it from a variable ($(port VAR DEFAULT), upstream's dyn_port or ${VAR:-N}): "
+    "the harness leases every port variable a launcher reads"
+)
 HEALTH_FIX = f"""set {ENDPOINT_HEALTH_ENV}='["generate"]' on its start_role"""
 MODEL_FIX = 'pass --model "$MODEL" (--model-path for SGLang)'
 
@@ -362,8 +375,10 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
         tail = " | ".join(cap.stderr.strip().splitlines()[-3:])
         unset = UNSET_PORT.search(cap.stderr)
         if unset:
-            fix = (f"read {unset.group(1)} where the harness can see it (`port`, `dyn_port` or "
-                   "${VAR:-N} in the launcher or a helper it sources)")  # fmt: skip
+            fix = (
+                f"read {unset.group(1)} where the harness can see it (`port`, `dyn_port` or "
+                "${VAR:-N} in the launcher or a helper it sources)"
+            )
         elif "needs GPU #" in cap.stderr:
             fix = "place the roles on the GPUs the layout uses (each role's gpu.device)"
         else:
@@ -371,9 +386,15 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
         out.append(Finding(launcher, "launcher", f"exited {cap.returncode}: {tail}", fix))
     script = Path(cap.plan.args[0]) if cap.plan.launcher == CHECKOUT_LAUNCHER else cap.plan.launcher
     for fixed in fixed_ports(text_with_used_files(script)):
-        out.append(Finding(launcher, "launcher", f"binds port {fixed.port} ({fixed.where}) with "
-                           "no variable to move it: it collides with any other run",
-                           STRAY_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                launcher,
+                "launcher",
+                f"binds port {fixed.port} ({fixed.where}) with "
+                "no variable to move it: it collides with any other run",
+                STRAY_FIX,
+            )
+        )
     values = set(cap.plan.ports.values())
     users: dict[int, list[str]] = {}
     for name, call in cap.roles.items():
@@ -410,16 +431,26 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
 
 def check_health(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
     out = [
-        Finding(profile.source, name, "started, but not declared in the profile",
-                "add it to the profile's roles")
+        Finding(
+            profile.source,
+            name,
+            "started, but not declared in the profile",
+            "add it to the profile's roles",
+        )
         for name in sorted(set(cap.roles) - {r.name for r in profile.roles})
-    ]  # fmt: skip
+    ]
     health_ports = set()
     for role in profile.worker_roles:
         call = cap.roles.get(role.name)
         if call is None:
-            out.append(Finding(profile.source, role.name, "worker role declared but never "
-                               "started", "start_role it, or fix the role name"))  # fmt: skip
+            out.append(
+                Finding(
+                    profile.source,
+                    role.name,
+                    "worker role declared but never started",
+                    "start_role it, or fix the role name",
+                )
+            )
             continue
         health_ports.add(call.env.get("DYN_SYSTEM_PORT"))
         out += worker_health_findings(role, call, cap, launcher)
@@ -449,9 +480,16 @@ def worker_health_findings(
         fix = f"set DYN_SYSTEM_PORT=$(port {role.health_port} …) on its start_role"
         out.append(Finding(launcher, role.name, what, fix))
     if lacks_health_source(call):
-        out.append(Finding(launcher, role.name, f"{call.module} encode worker registers no "
-                           f"health-check payload and {ENDPOINT_HEALTH_ENV} is unset: its "
-                           "/health stays 503 forever", HEALTH_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                launcher,
+                role.name,
+                f"{call.module} encode worker registers no "
+                f"health-check payload and {ENDPOINT_HEALTH_ENV} is unset: its "
+                "/health stays 503 forever",
+                HEALTH_FIX,
+            )
+        )
     return out
 
 

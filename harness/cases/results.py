@@ -136,8 +136,11 @@ class Progress:
         if self.relayed or self.reporter is None:
             self.pending.append(line)
             return
-        uncaptured = (self.capture.global_and_fixture_disabled() if self.capture is not None
-                      else contextlib.nullcontext())  # fmt: skip
+        uncaptured = (
+            self.capture.global_and_fixture_disabled()
+            if self.capture is not None
+            else contextlib.nullcontext()
+        )
         with uncaptured:
             self.reporter.ensure_newline()
             self.reporter.write_line(PREFIX + line)

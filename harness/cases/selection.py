@@ -116,8 +116,11 @@ def baseline_depths(cases: Sequence[ServeCase]) -> dict[tuple[str, str, str], in
     def depth(key: tuple[str, str, str], seen: frozenset[str] = frozenset()) -> int:
         if key not in depths:
             stack, model, topology = key
-            below = [depth((stack, model, t), seen | {topology}) for t in wants.get(key, ())
-                     if t not in seen]  # fmt: skip
+            below = [
+                depth((stack, model, t), seen | {topology})
+                for t in wants.get(key, ())
+                if t not in seen
+            ]
             depths[key] = 1 + max(below) if below else 0
         return depths[key]
 
@@ -190,11 +193,15 @@ def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> l
             if any(key in given(p) and p.signature != consumer.signature for p in providers):
                 continue
             match = next(
-                (d for d in deselected
-                 if key in given(d) and d.signature != consumer.signature
-                 and not d.skip_reason(None)),
+                (
+                    d
+                    for d in deselected
+                    if key in given(d)
+                    and d.signature != consumer.signature
+                    and not d.skip_reason(None)
+                ),
                 None,
-            )  # fmt: skip
+            )
             if match is not None and match not in pulled:
                 pulled.append(match)
                 consumers.append(match)

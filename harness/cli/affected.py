@@ -279,8 +279,11 @@ def run(args: argparse.Namespace) -> int:
     text = render(report, args.nodeids)
     if text:
         print(text)
-    print(f"affected: {len(files)} changed file(s) -> {len(report.cases)} serve case(s); "
-          f"no serve case: {', '.join(report.unmapped) or '-'}", file=sys.stderr)  # fmt: skip
+    print(
+        f"affected: {len(files)} changed file(s) -> {len(report.cases)} serve case(s); "
+        f"no serve case: {', '.join(report.unmapped) or '-'}",
+        file=sys.stderr,
+    )
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
     return 3 if args.strict and report.warnings else 0

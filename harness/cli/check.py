@@ -116,7 +116,7 @@ def extra_findings(
                     f"here, its cases are skipped ({fix} builds a venv for them)",
                 )
             )
-            continue  # fmt: skip
+            continue
         wrong = []
         for text in dynamo_requires:
             req = Requirement(text)
@@ -131,8 +131,13 @@ def extra_findings(
         detail = "; ".join(wrong[:5]) + f". Run {fix}" if wrong else "as ai-dynamo pins it"
         findings.append(Finding(status, "packages", f"{stack} ({DYNAMO}[{extra}]): {detail}"))
     if findings and all(f.status == "warn" for f in findings):
-        findings.append(Finding("fail", "packages", "no engine installed; run "
-                                "HARNESS_GPU_STACK=vllm|sglang scripts/bootstrap.sh"))  # fmt: skip
+        findings.append(
+            Finding(
+                "fail",
+                "packages",
+                "no engine installed; run HARNESS_GPU_STACK=vllm|sglang scripts/bootstrap.sh",
+            )
+        )
     return findings
 
 
@@ -147,12 +152,19 @@ def shim_findings(site: Path, shims_script: Path) -> list[Finding]:
         if not (site / shim.relpath).is_file() or shim.new not in (site / shim.relpath).read_text()
     ] + [f"{hook.name} ({hook.why})" for hook in hooks if not hook.applied(site)]
     if missing:
-        return [Finding("fail", "shims", f"not applied: {'; '.join(missing)}. "
-                        "Run scripts/bootstrap.sh")]  # fmt: skip
+        return [
+            Finding("fail", "shims", f"not applied: {'; '.join(missing)}. Run scripts/bootstrap.sh")
+        ]
     needed_by = ", ".join(sorted({shim.needed_by for shim in shims}))
-    return [Finding("ok", "shims", f"{len(shims)} compatibility shims applied in {site} "
-                    f"(needed with {needed_by or 'nothing installed'}), "
-                    f"{len(hooks)} start-up hook(s)")]  # fmt: skip
+    return [
+        Finding(
+            "ok",
+            "shims",
+            f"{len(shims)} compatibility shims applied in {site} "
+            f"(needed with {needed_by or 'nothing installed'}), "
+            f"{len(hooks)} start-up hook(s)",
+        )
+    ]
 
 
 def cpu_lock(engine: str | None = None) -> Path:
@@ -194,8 +206,13 @@ def model_findings(profiles: Sequence[Profile], tier: Tier) -> list[Finding]:
                     Finding("ok", "model", f"tiny {family}: {build_tiny_model(family)}")
                 )
             except Exception as exc:  # any reason the first test would fail the same way
-                findings.append(Finding("fail", "model", f"tiny {family} does not build: "
-                                        f"{type(exc).__name__}: {exc}"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        "fail",
+                        "model",
+                        f"tiny {family} does not build: {type(exc).__name__}: {exc}",
+                    )
+                )
         return findings
     for repo_id in sorted({p.model.gpu for p in profiles}):
         try:
@@ -233,9 +250,13 @@ def leftover_findings(checkout: str, registry: PortRegistry) -> list[Finding]:
     leases = registry.leases()
     owners = sorted({lease.owner_pid for lease in leases})
     findings.append(
-        Finding("info", "ports", f"{len(leases)} live port lease(s) in {registry.path}"
-                + (f", owners pid {', '.join(map(str, owners))}" if owners else ""))
-    )  # fmt: skip
+        Finding(
+            "info",
+            "ports",
+            f"{len(leases)} live port lease(s) in {registry.path}"
+            + (f", owners pid {', '.join(map(str, owners))}" if owners else ""),
+        )
+    )
     return findings
 
 
@@ -246,13 +267,20 @@ def docker_findings() -> list[Finding]:
         version = docker.from_env().version().get("Version", "?")
     except Exception as exc:  # no SDK, no socket, daemon down: all mean "no docker here"
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
-        return [Finding("warn", "docker", f"no daemon answers ({reason}); only "
-                        "`harness docker` needs one (.ci/docker_setup.sh start)")]  # fmt: skip
+        return [
+            Finding(
+                "warn",
+                "docker",
+                f"no daemon answers ({reason}); only "
+                "`harness docker` needs one (.ci/docker_setup.sh start)",
+            )
+        ]
     return [Finding("ok", "docker", f"daemon {version} answers")]
 
 
-def check_machine(profiles: Sequence[Profile], tier: Tier, inventory: GpuInventory,
-                  source: str) -> list[Finding]:  # fmt: skip
+def check_machine(
+    profiles: Sequence[Profile], tier: Tier, inventory: GpuInventory, source: str
+) -> list[Finding]:
     runnable = [p for p in profiles if p.tier(tier) is not None]
     findings = tier_findings(tier, inventory, source)
     findings += [Finding("warn", "gpu", why) for why in inventory.refused]

@@ -359,13 +359,17 @@ def add_container_options(parser: argparse.ArgumentParser) -> None:
         "--results-dir", type=Path, help="host dir mounted at /results (default: under runs/)"
     )
     parser.add_argument(
-        "--hf-cache", type=Path, default=Path.home() / ".cache" / "huggingface",
+        "--hf-cache",
+        type=Path,
+        default=Path.home() / ".cache" / "huggingface",
         help="host Hugging Face cache, mounted if it exists (%(default)s)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--cache", type=Path, default=cache_dir(),
+        "--cache",
+        type=Path,
+        default=cache_dir(),
         help="host harness cache, mounted at /cache if it exists (%(default)s)",
-    )  # fmt: skip
+    )
     parser.add_argument("--python", default="python3", help="the image's python (for pytest)")
     parser.add_argument("--dry-run", action="store_true", help="print the docker run, start none")
 

@@ -138,8 +138,10 @@ def render_shard(args: argparse.Namespace) -> str:
     cases = cadence_cases(profiles_in(args.profiles), tier, args.cadence)
     plan = plan_shards(cases, shard.count, recorded_durations(args.durations_from))
     mine = plan.of(shard)
-    lines = [f"shard {shard} ({tier}, {args.cadence}): {len(mine)} case(s), predicted "
-             f"{plan.seconds[shard.index - 1]:.0f} s; all shards {plan.seconds}"]  # fmt: skip
+    lines = [
+        f"shard {shard} ({tier}, {args.cadence}): {len(mine)} case(s), predicted "
+        f"{plan.seconds[shard.index - 1]:.0f} s; all shards {plan.seconds}"
+    ]
     return "\n".join([*lines, *(f"  {sc.test_id}" for sc in mine)])
 
 

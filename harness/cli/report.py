@@ -49,8 +49,9 @@ def read(path: Path) -> list[dict[str, Any]]:
         raise CliError(str(exc)) from None
 
 
-def render(results: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, fmt: str,
-           title: str) -> str:  # fmt: skip
+def render(
+    results: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, fmt: str, title: str
+) -> str:
     if fmt == "html":
         return html_report(results, title=title, baseline=baseline)
     parts = [f"# {title}", "", validation_table(results, fmt="md")]

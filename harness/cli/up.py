@@ -109,8 +109,11 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             report = topo.deployment.stop_report
             took = f"{report.duration_s:.1f} s" if report else "-"
-            print(f"stopped after {time.monotonic() - started:.1f} s; teardown {took}, "
-                  "no process or port left", flush=True)  # fmt: skip
+            print(
+                f"stopped after {time.monotonic() - started:.1f} s; teardown {took}, "
+                "no process or port left",
+                flush=True,
+            )
             return 0
         except TopologyFailure as failure:
             print(failure.report(), file=sys.stderr, flush=True)

@@ -89,19 +89,21 @@ def side_rows(
 def render_sides(heading: list[str], sides: tuple[str, str], rows: Rows, runs: Runs) -> str:
     """The validation table (every row of both sides), the per-id comparison (A: the first
     side, B: the second) and each run's exit status and wall time, under `heading`."""
-    return "\n".join([
-        *heading,
-        "",
-        validation_table([row for side in sides for row in rows.get(side, [])], "md"),
-        "",
-        f"A: {sides[0]}, B: {sides[1]}",
-        "",
-        compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
-        "",
-        "| run | exit | wall time |",
-        "|---|---|---|",
-        *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            *heading,
+            "",
+            validation_table([row for side in sides for row in rows.get(side, [])], "md"),
+            "",
+            f"A: {sides[0]}, B: {sides[1]}",
+            "",
+            compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
+            "",
+            "| run | exit | wall time |",
+            "|---|---|---|",
+            *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
+        ]
+    )
 
 
 def write_table(text: str, root: Path) -> None:
@@ -121,10 +123,22 @@ def run_side(
 ) -> int:
     """One side on this machine: the serve suite on exactly these ids (their baselines pulled
     in), on the CPU tier, its results under `out`."""
-    command = [sys.executable, "-m", "pytest", SERVE_TESTS, "--tier", "cpu",
-               *(["--strict-defects"] if strict else []),
-               "--ids", ",".join(ids), "--results", str(out / "results.jsonl"),
-               "-p", "no:cacheprovider", *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        SERVE_TESTS,
+        "--tier",
+        "cpu",
+        *(["--strict-defects"] if strict else []),
+        "--ids",
+        ",".join(ids),
+        "--results",
+        str(out / "results.jsonl"),
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    ]
     print(f"harness validate: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
     try:  # the run's output on stderr (stdout is the table); inherited where it is no file
         err: int | None = sys.stderr.fileno()
@@ -148,8 +162,10 @@ def touched_files(patch: Path) -> list[str]:
     """The site-packages paths the patch changes, e.g. dynamo/vllm/multimodal_utils/model.py."""
     files = TOUCHED.findall(patch.read_text())
     if not files:
-        raise PatchError(f"{patch}: no '+++ b/dynamo/…' file in it (paths relative to "
-                         "site-packages, as `diff -ru` from there writes them)")  # fmt: skip
+        raise PatchError(
+            f"{patch}: no '+++ b/dynamo/…' file in it (paths relative to "
+            "site-packages, as `diff -ru` from there writes them)"
+        )
     return files
 
 
@@ -168,8 +184,10 @@ def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Pa
         text=True,
     )
     if done.returncode != 0:
-        raise PatchError(f"{patch}: does not apply to the installed ai-dynamo: "
-                         f"{(done.stdout + done.stderr).strip()[-400:]}")  # fmt: skip
+        raise PatchError(
+            f"{patch}: does not apply to the installed ai-dynamo: "
+            f"{(done.stdout + done.stderr).strip()[-400:]}"
+        )
     return out_dir
 
 
@@ -193,8 +211,10 @@ def patch_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
         return args.ids
     ids = defect_ids(profiles_in(args.profiles), files)
     if not ids:
-        raise CliError(f"no profile declares an upstream defect rooted in {', '.join(files)}; "
-                       "name the ids with --ids")  # fmt: skip
+        raise CliError(
+            f"no profile declares an upstream defect rooted in {', '.join(files)}; "
+            "name the ids with --ids"
+        )
     return ids
 
 
@@ -228,8 +248,10 @@ def run_patch(args: argparse.Namespace) -> int:
             checkout = patched_checkout(patch, Path(tmp))
         except PatchError as exc:
             raise CliError(str(exc)) from None
-        print(f"harness validate: {len(ids)} id(s), installed vs {patch.name}: {', '.join(ids)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"harness validate: {len(ids)} id(s), installed vs {patch.name}: {', '.join(ids)}",
+            file=sys.stderr,
+        )
         if args.dry_run:
             return 0
         base = {k: v for k, v in os.environ.items() if k != DYNAMO_SRC_ENV}
@@ -294,8 +316,10 @@ def run_checkout(args: argparse.Namespace) -> int:
     if not ids:
         raise CliError(f"no CPU-tier serve case runs what changed since {args.base}: {files}")
     sides = (f"base {args.base}", "change")
-    print(f"harness validate: {len(ids)} id(s), {checkout} at {args.base} vs now: "
-          f"{', '.join(ids)}", file=sys.stderr)  # fmt: skip
+    print(
+        f"harness validate: {len(ids)} id(s), {checkout} at {args.base} vs now: {', '.join(ids)}",
+        file=sys.stderr,
+    )
     if args.dry_run:
         return 0
     root = results_root(args)
@@ -349,9 +373,11 @@ def parse_change(spec: str, workdir: str) -> Change:
     if Path(bind.source).is_dir():
         raise CliError(f"--change {spec!r}: {bind.source} is a directory; give a file")
     if os.access(REPO_ROOT / repo_path, os.X_OK) and not os.access(bind.source, os.X_OK):
-        print(f"harness validate: WARNING: {bind.source} is not executable and {repo_path} is: "
-              f"its run will fail launcher_invalid (chmod +x it if that is not the change)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"harness validate: WARNING: {bind.source} is not executable and {repo_path} is: "
+            f"its run will fail launcher_invalid (chmod +x it if that is not the change)",
+            file=sys.stderr,
+        )
     return Change(Path(bind.source), repo_path)
 
 
@@ -405,8 +431,9 @@ def run_image(args: argparse.Namespace) -> int:
     tier: Tier = args.tier or ("gpu" if args.gpus else "cpu")
     ids = image_ids(args, changes, tier)
     root = results_root(args)
-    print(f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}", file=sys.stderr
+    )
     client = None if args.dry_run else docker_client()
     rows: Rows = {}
     runs: Runs = []
@@ -493,9 +520,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     patch = add_mode(modes, "patch", "a patch to the installed ai-dynamo, run on this machine")
     patch.add_argument("patch", type=Path, metavar="FILE", help="the patch (site-packages paths)")
     add_local_run_options(
-        patch, "the ids to run (default: those whose declared upstream defect is rooted in a "
+        patch,
+        "the ids to run (default: those whose declared upstream defect is rooted in a "
         "file the patch touches)",
-    )  # fmt: skip
+    )
 
     checkout = add_mode(modes, "checkout", "a Dynamo checkout at REF and now, run on this machine")
     checkout.add_argument("checkout", type=Path, metavar="PATH", help="a Dynamo checkout (git)")

@@ -128,9 +128,10 @@ class GpuInventory:
                 )
                 continue
             match = [
-                d for d in self.devices
+                d
+                for d in self.devices
                 if (token.isdigit() and d.index == int(token)) or d.uuid == token
-            ]  # fmt: skip
+            ]
             if not match:
                 refused.append(f"{env_name} names {token}, which is not among the GPUs seen")
             kept += [d for d in match if d not in kept]

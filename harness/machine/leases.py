@@ -250,9 +250,9 @@ def place(
     return [placed[p] for p in range(len(needs))]
 
 
-def shortfall(devices: Sequence[GpuDevice], needs: Sequence[int], refused: Sequence[str] = ()) -> (
-    str | None
-):  # fmt: skip
+def shortfall(
+    devices: Sequence[GpuDevice], needs: Sequence[int], refused: Sequence[str] = ()
+) -> str | None:
     """Why `needs` cannot be placed on these devices as they are now (nothing of ours leased), or
     None. E.g. 'needs 26.1 GiB on one GPU; largest free is 23.6 GiB'."""
     if place(devices, {}, needs) is not None:
@@ -407,9 +407,13 @@ class GpuSlot:
                     return max(0, others_now.get(index, 0) - before.get(index, 0))
 
                 wait_memory_returned(
-                    self.lease.indices, self.lease.used_at_grant, TOLERANCE, RETURN_TIMEOUT_S,
-                    NvmlMemoryProbe(), allowance,
-                )  # fmt: skip
+                    self.lease.indices,
+                    self.lease.used_at_grant,
+                    TOLERANCE,
+                    RETURN_TIMEOUT_S,
+                    NvmlMemoryProbe(),
+                    allowance,
+                )
         except GpuMemoryNotReturned as exc:
             raise TopologyFailure(Cause.TEARDOWN_UNCLEAN, str(exc)) from exc
         finally:

@@ -175,36 +175,48 @@ def encoder_budget_tokens(facts: ModelFacts, limits: EngineLimits) -> int:
 
 
 def role_memory(
-    role: str, device: int, holds: str, facts: ModelFacts, limits: EngineLimits,
+    role: str,
+    device: int,
+    holds: str,
+    facts: ModelFacts,
+    limits: EngineLimits,
     kv_bytes: int | None = None,
-) -> RoleMemory:  # fmt: skip
+) -> RoleMemory:
     """`kv_bytes` overrides the KV cache the limits imply (e.g. to model upstream's byte caps)."""
     weight_bytes = facts.params * facts.dtype_bytes
     if holds == "model":
         return RoleMemory(
-            role, device, holds,
+            role,
+            device,
+            holds,
             weights=weight_bytes,
             kv_cache=kv_cache_bytes(facts, limits) if kv_bytes is None else kv_bytes,
             activations=language_peak(facts, limits),
             encoder=vision_peak(facts, encoder_budget_tokens(facts, limits)),
             runtime=RUNTIME_BYTES,
-        )  # fmt: skip
+        )
     if holds == "vision_tower":
         return RoleMemory(
-            role, device, holds,
+            role,
+            device,
+            holds,
             weights=facts.params_vision_tower * facts.dtype_bytes,
             kv_cache=ENCODER_KV_BYTES if kv_bytes is None else kv_bytes,
             activations=0,
             encoder=vision_peak(facts, encoder_budget_tokens(facts, limits)),
             runtime=RUNTIME_BYTES,
-        )  # fmt: skip
+        )
     if holds == "hf_model":
         return RoleMemory(
-            role, device, holds,
-            weights=weight_bytes, kv_cache=0, activations=0,
+            role,
+            device,
+            holds,
+            weights=weight_bytes,
+            kv_cache=0,
+            activations=0,
             encoder=vision_peak(facts, facts.max_image_tokens),
             runtime=RUNTIME_BYTES,
-        )  # fmt: skip
+        )
     raise ValueError(f"role {role}: unknown gpu.holds {holds!r}")
 
 

@@ -60,9 +60,12 @@ class Scope:
 
     def key(self, topology: str | None = None, twin: bool = False) -> Key:
         """The baseline key of this request's answer on `topology` (default: its own)."""
-        return (self.profile.stack, self.profile.model.short_name,
-                topology or self.profile.topology,
-                fingerprint(self.request) + (OTHER_MEDIA if twin else ""))  # fmt: skip
+        return (
+            self.profile.stack,
+            self.profile.model.short_name,
+            topology or self.profile.topology,
+            fingerprint(self.request) + (OTHER_MEDIA if twin else ""),
+        )
 
 
 @dataclass

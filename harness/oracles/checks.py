@@ -258,10 +258,13 @@ def engine_steps(data: object, special: Collection[str] = ()) -> list[Step] | No
         return "" if str(token) in special else str(token)
 
     return [
-        Step(text(s["token"]), float(s["logprob"]),
-             {text(t["token"]): float(t["logprob"]) for t in s.get("top_logprobs") or []})
+        Step(
+            text(s["token"]),
+            float(s["logprob"]),
+            {text(t["token"]): float(t["logprob"]) for t in s.get("top_logprobs") or []},
+        )
         for s in content
-    ]  # fmt: skip
+    ]
 
 
 def compare_logprobs(engine: list[Step], model: list[Step], tolerance: float) -> LogprobVerdict:
@@ -272,27 +275,37 @@ def compare_logprobs(engine: list[Step], model: list[Step], tolerance: float) ->
     for i, (ours, theirs) in enumerate(zip(engine, model, strict=False)):
         at = f"token {i}"
         if ours.token != theirs.token:
-            return LogprobVerdict(OracleResult(False, (
-                f"{at}: the answer chose {ours.token!r} (logprob {ours.logprob:.6f}), the model "
-                f"chose {theirs.token!r} (logprob {theirs.logprob:.6f}; the answer's token has "
-                f"{_lp(theirs.top, ours.token)} there)"
-            )), gap)  # fmt: skip
+            detail = (
+                f"{at}: the answer chose {ours.token!r} (logprob {ours.logprob:.6f}), the "
+                f"model chose {theirs.token!r} (logprob {theirs.logprob:.6f}; the answer's "
+                f"token has {_lp(theirs.top, ours.token)} there)"
+            )
+            return LogprobVerdict(OracleResult(False, detail), gap)
         delta = abs(ours.logprob - theirs.logprob)
         gap = max(gap, delta)
         if delta > tolerance:
-            return LogprobVerdict(OracleResult(False, (
+            detail = (
                 f"{at} {ours.token!r}: logprob {ours.logprob:.6f}, the model's "
-                f"{theirs.logprob:.6f} (|gap| {delta:.2e} > {tolerance:g}); the texts agree so "
-                "far"
-            )), gap)  # fmt: skip
+                f"{theirs.logprob:.6f} (|gap| {delta:.2e} > {tolerance:g}); the texts agree so far"
+            )
+            return LogprobVerdict(
+                OracleResult(False, detail),
+                gap,
+            )
         missing = _clear_of_kth(theirs.top, tolerance) - ours.top.keys()
         extra = _clear_of_kth(ours.top, tolerance) - theirs.top.keys()
         if missing or extra:
-            return LogprobVerdict(OracleResult(False, (
-                f"{at} {ours.token!r}: top-{len(theirs.top)} differs beyond {tolerance:g}: "
-                f"the model's {sorted(missing)} missing from the answer's, the answer's "
-                f"{sorted(extra)} not in the model's"
-            )), gap)  # fmt: skip
+            return LogprobVerdict(
+                OracleResult(
+                    False,
+                    (
+                        f"{at} {ours.token!r}: top-{len(theirs.top)} differs beyond {tolerance:g}: "
+                        f"the model's {sorted(missing)} missing from the answer's, the answer's "
+                        f"{sorted(extra)} not in the model's"
+                    ),
+                ),
+                gap,
+            )
     n = min(len(engine), len(model))
     return LogprobVerdict(
         OracleResult(True, f"{n} tokens, largest |gap| {gap:.2e} (tolerance {tolerance:g})"), gap
@@ -312,9 +325,11 @@ def _lp(top: dict[str, float], token: str) -> str:
 
 
 OTHER_TRANSPORT: dict[MediaKind, MediaKind] = {
-    "image_url": "image_b64", "image_b64": "image_url",
-    "video_url": "video_b64", "video_b64": "video_url",
-}  # fmt: skip
+    "image_url": "image_b64",
+    "image_b64": "image_url",
+    "video_url": "video_b64",
+    "video_b64": "video_url",
+}
 
 
 @dataclass(frozen=True)

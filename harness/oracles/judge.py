@@ -39,8 +39,16 @@ class CaseJudge:
 
     def answer(self, request: RequestSpec, body: dict, resp: object, **seen: object) -> Answer:
         """The answer to `request` as the oracles see it (`seen`: ran, path, send)."""
-        return Answer(self.scope(request), body, resp, self.model_dir, self.urls,  # type: ignore[arg-type]
-                      self.baselines, self.signature, **seen)  # type: ignore[arg-type]  # fmt: skip
+        return Answer(
+            self.scope(request),
+            body,
+            resp,
+            self.model_dir,
+            self.urls,  # type: ignore[arg-type]
+            self.baselines,
+            self.signature,
+            **seen,
+        )  # type: ignore[arg-type]
 
     def judge(self, answer: Answer) -> list[str]:
         """Checks that held, one line each; raises TopologyFailure at the first that fails."""
@@ -103,10 +111,14 @@ class CaseJudge:
         twice, say) shows as "the encode worker's answers do not depend on the image while the
         aggregated path's do", not as a bare wrong_answer."""
         twin = OtherMedia()
-        if (self.tier != "cpu" or failure.cause != Cause.WRONG_ANSWER
-                or isinstance(oracle, OtherMedia)
-                or not answer.scope.through_encoder or not twin.applies(answer.scope)
-                or answer.send is None):  # fmt: skip
+        if (
+            self.tier != "cpu"
+            or failure.cause != Cause.WRONG_ANSWER
+            or isinstance(oracle, OtherMedia)
+            or not answer.scope.through_encoder
+            or not twin.applies(answer.scope)
+            or answer.send is None
+        ):
             return failure
         result = twin.check(answer)
         if result.passed or answer.twin_status != 200 or not media_blind_why(answer):

@@ -262,8 +262,13 @@ def reference(
         for k, v in inputs.items()
     }
     with torch.inference_mode():
-        out = model.generate(**inputs, max_new_tokens=body["max_tokens"], do_sample=False,
-                             output_logits=True, return_dict_in_generate=True)  # fmt: skip
+        out = model.generate(
+            **inputs,
+            max_new_tokens=body["max_tokens"],
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
     ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
     tokenizer = load_processor(str(model_dir)).tokenizer
 
@@ -274,10 +279,13 @@ def reference(
     for token, logits in zip(ids, out.logits, strict=True):
         logprobs = torch.log_softmax(logits[0].float(), dim=-1)
         top = torch.topk(logprobs, TOP_LOGPROBS)
-        steps.append(Step(
-            text(token), float(logprobs[token]),
-            {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
-        ))  # fmt: skip
+        steps.append(
+            Step(
+                text(token),
+                float(logprobs[token]),
+                {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
+            )
+        )
     return Reference(ids, steps)
 
 
@@ -403,13 +411,15 @@ def describe_divergence(
     parts = ["differs from the model's own answer"]
     diff = first_token_difference(tokenizer, answer, reference_ids)
     if diff is not None:
-        parts.append(f"first differing token #{diff[0]}: {diff[1]!r} where the model says "
-                     f"{diff[2]!r}")  # fmt: skip
+        parts.append(
+            f"first differing token #{diff[0]}: {diff[1]!r} where the model says {diff[2]!r}"
+        )
     if counts is not None and prompt_tokens is not None and counts.media:
         implied = counts.media_implied(prompt_tokens)
         verdict = "agree" if implied == counts.media else "disagree"
-        parts.append(f"media tokens {verdict}: usage implies {implied}, the processor counts "
-                     f"{counts.media}")  # fmt: skip
+        parts.append(
+            f"media tokens {verdict}: usage implies {implied}, the processor counts {counts.media}"
+        )
     if ran and counts is not None:
         shown = ", ".join(f"{role} {n}" for role, n in ran.items())
         parts.append(f"prompt tokens ran: {shown} (processor {counts.prompt})")

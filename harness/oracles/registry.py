@@ -217,8 +217,9 @@ class ModelAnswer(Answered):
         if result.passed:
             return result
         prompt = (answer.data.get("usage") or {}).get("prompt_tokens")
-        why = describe_divergence(answer.model_dir, answer.content, ids, prompt, answer.counts,
-                                  answer.ran)  # fmt: skip
+        why = describe_divergence(
+            answer.model_dir, answer.content, ids, prompt, answer.counts, answer.ran
+        )
         counts = answer.counts
         agree = counts is not None and prompt == counts.prompt
         if (
@@ -227,8 +228,10 @@ class ModelAnswer(Answered):
             and counts is not None
             and all(n == counts.prompt for n in answer.ran.values())
         ):
-            why += ("; the lengths agree, so the values differ: the encode worker's embeddings "
-                    "are not the model's vision features")  # fmt: skip
+            why += (
+                "; the lengths agree, so the values differ: the encode worker's embeddings "
+                "are not the model's vision features"
+            )
         return OracleResult(False, f"{why}; {result.detail}")
 
 
@@ -255,8 +258,9 @@ class LogProbs(Answered):
             return OracleResult(True, "no reference computable for this media", vouches=False)
         engine = engine_steps(answer.data, special_tokens(answer.model_dir))
         if engine is None:
-            return OracleResult(False, f"the answer carries no logprobs (asked for "
-                                f"top_logprobs={TOP_LOGPROBS})")  # fmt: skip
+            return OracleResult(
+                False, f"the answer carries no logprobs (asked for top_logprobs={TOP_LOGPROBS})"
+            )
         verdict = compare_logprobs(engine, reference.steps, LOGPROB_TOLERANCE)
         answer.logprob_gap = verdict.gap
         return OracleResult(verdict.result.passed, f"log-probabilities: {verdict.result.detail}")
@@ -282,9 +286,12 @@ class SameAs(Answered):
         baseline = answer.baselines.get(answer.scope.key(wanted), other_than=answer.signature)
         if baseline is None:
             model = answer.scope.profile.model.short_name
-            return OracleResult(False, f"same as {wanted}: no {wanted} baseline recorded in this "
-                                f"session for this request; run the {wanted} profile of {model} "
-                                "too")  # fmt: skip
+            return OracleResult(
+                False,
+                f"same as {wanted}: no {wanted} baseline recorded in this "
+                f"session for this request; run the {wanted} profile of {model} "
+                "too",
+            )
         result = check_same_text(answer.data, {"choices": [{"message": {"content": baseline}}]})
         return OracleResult(result.passed, f"same as {wanted}: {result.detail}")
 
@@ -313,8 +320,11 @@ class Relation(Answered):
         return super().applies(scope) and scope.settings.relations and self.relation in kinds
 
     def check(self, answer: Answer) -> OracleResult:
-        twin = next(r for r in relations(answer.request, answer.urls, answer.scope.tier)
-                    if r.name == self.relation)  # fmt: skip
+        twin = next(
+            r
+            for r in relations(answer.request, answer.urls, answer.scope.tier)
+            if r.name == self.relation
+        )
         assert answer.send is not None, "relations need the launch to send to"
         resp = answer.send(twin.body)
         derived = answer_text(resp)

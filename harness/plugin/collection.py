@@ -174,8 +174,9 @@ def keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     serve = [(item, sc) for item in items if (sc := serve_case_of(item)) is not None]
     path = config.getoption("--durations-from")
-    plan = plan_shards([sc for _, sc in serve], shard.count, recorded_durations(
-        Path(path) if path else None))  # fmt: skip
+    plan = plan_shards(
+        [sc for _, sc in serve], shard.count, recorded_durations(Path(path) if path else None)
+    )
     mine = {id(sc) for sc in plan.of(shard)}
     dropped = [item for item, sc in serve if id(sc) not in mine]
     items[:] = [item for item in items if item not in dropped]

@@ -86,8 +86,15 @@ def serve_run(
             cross_topology=session_of(request.config).target is None,
             excuse_defects=not request.config.getoption("--strict-defects"),
         )
-        return CaseJudge(sc.profile, sc.tier, topo.plan.model, harness_media, harness_baselines,
-                         topo.plan.signature, settings)  # fmt: skip
+        return CaseJudge(
+            sc.profile,
+            sc.tier,
+            topo.plan.model,
+            harness_media,
+            harness_baselines,
+            topo.plan.signature,
+            settings,
+        )
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         run_case(sc, harness_pool, harness_media, judge_for, record)

@@ -38,8 +38,12 @@ def session_of(config: pytest.Config) -> HarnessSession:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("serve-harness")
-    group.addoption("--tier", default="auto", choices=["auto", "cpu", "gpu"],
-                    help="tier to run (default: gpu if NVML sees a GPU, else cpu)")  # fmt: skip
+    group.addoption(
+        "--tier",
+        default="auto",
+        choices=["auto", "cpu", "gpu"],
+        help="tier to run (default: gpu if NVML sees a GPU, else cpu)",
+    )
     group.addoption("--results", default=None, help="append one JSON line per serve case here")
     group.addoption("--profiles", default=str(REPO_ROOT / "profiles"), help="profiles directory")
     group.addoption(

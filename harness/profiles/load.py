@@ -98,11 +98,14 @@ def unread_port_vars(
     runs) never reads (harness/profiles/launchers.py: either upstream contract, or ours)."""
     read = set(launcher_port_vars(launcher_text))
     return [
-        (f"roles[{i}].health_port", f"{role.health_port} is never read by "
-         f"{launcher or profile.launcher} (it reads {sorted(read)})")
+        (
+            f"roles[{i}].health_port",
+            f"{role.health_port} is never read by "
+            f"{launcher or profile.launcher} (it reads {sorted(read)})",
+        )
         for i, role in enumerate(profile.roles)
         if role.health_port and role.health_port not in read
-    ]  # fmt: skip
+    ]
 
 
 def unknown_baselines(profile: Profile, profiles: list[Profile]) -> list[str]:

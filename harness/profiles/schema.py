@@ -8,11 +8,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MediaKind = Literal[
-    "image_url", "image_b64", "video_url", "video_b64",
+    "image_url",
+    "image_b64",
+    "video_url",
+    "video_b64",
     # Bad input a client sends by mistake: the server must refuse it and keep serving.
     "image_url_bare",  # `"image_url": "http://…"` (a string, not {"url": …})
     "image_url_missing",  # a URL the asset server answers 404
-]  # fmt: skip
+]
 Tier = Literal["cpu", "gpu"]
 CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
 # A topology kind is a name (upstream Dynamo's: agg, agg_video, agg_router, e_pd, epd, epd_video,

@@ -143,14 +143,20 @@ def render_markdown(rows: list[ParityRow]) -> str:
         if not row.problem and up.model_differs:
             note += f"; upstream serves {up.model} (Models, below)"
         stack = up.stack.removeprefix("dynamo-")
-        lines.append(f"| `{row.id}` | {stack} | {up.cadence} | {up.gpus} | {up.source} | {here} "
-                     f"| {note} |")  # fmt: skip
-    differs = {(r.upstream.model, r.upstream.model_differs) for r in rows
-               if r.upstream is not None and r.upstream.model_differs}  # fmt: skip
+        lines.append(
+            f"| `{row.id}` | {stack} | {up.cadence} | {up.gpus} | {up.source} | {here} | {note} |"
+        )
+    differs = {
+        (r.upstream.model, r.upstream.model_differs)
+        for r in rows
+        if r.upstream is not None and r.upstream.model_differs
+    }
     if differs:
         lines += ["", "Models:", ""]
-        lines += [f"- where upstream serves `{model}`, ours does not: {why}"
-                  for model, why in sorted(differs)]  # fmt: skip
+        lines += [
+            f"- where upstream serves `{model}`, ours does not: {why}"
+            for model, why in sorted(differs)
+        ]
     lines += ["", "Sources:", ""]
     lines += [f"- `{key}`: {where}" for key, where in upstream_sources().items()]
     ours = [row for row in rows if row.upstream is None]

@@ -10,9 +10,14 @@ from typing import Any
 from harness.profiles import MediaKind, RequestSpec
 from harness.requests.media import AssetServer, MediaSet, data_url
 
-PART_TYPE = {"image_url": "image_url", "image_b64": "image_url", "video_url": "video_url",
-             "video_b64": "video_url", "image_url_bare": "image_url",
-             "image_url_missing": "image_url"}  # fmt: skip
+PART_TYPE = {
+    "image_url": "image_url",
+    "image_b64": "image_url",
+    "video_url": "video_url",
+    "video_b64": "video_url",
+    "image_url_bare": "image_url",
+    "image_url_missing": "image_url",
+}
 MALFORMED: set[MediaKind] = {"image_url_bare", "image_url_missing"}
 MISSING_FILE = "missing.png"
 WARMUP_PROMPT = {"image": "Describe the image.", "video": "Describe the video."}

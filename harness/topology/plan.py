@@ -333,23 +333,41 @@ def resolve(
     if missing:
         raise ValueError(f"profile {profile.name}: no port leased for {missing}")
     served = profile.model.gpu
-    env = launcher_env(tier=tier, model=model, served_model_name=served, ports=ports,
-                       scratch_dir=scratch_dir, log_dir=run_dir / "logs",
-                       extra={**profile.env, **spec.env}, marker_env=marker_env,
-                       base=base_env)  # fmt: skip
+    env = launcher_env(
+        tier=tier,
+        model=model,
+        served_model_name=served,
+        ports=ports,
+        scratch_dir=scratch_dir,
+        log_dir=run_dir / "logs",
+        extra={**profile.env, **spec.env},
+        marker_env=marker_env,
+        base=base_env,
+    )
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
     env.update(adapter_env(profile, model, env))
     launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
     if launcher != root / profile.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
-    return LaunchPlan(profile=profile.name, tier=tier, launcher=launcher, args=tuple(args),
-                      model=model, served_model_name=served,
-                      roles=tuple(_role_plan(r, ports) for r in profile.roles),
-                      ports=dict(ports), run_dir=run_dir, scratch_dir=scratch_dir,
-                      budget=spec.budget, topology_id=topology_id,
-                      signature=launch_signature(profile, tier, case), env=env,
-                      dynamo_src=source, loopback_only=profile.not_loopback is None)  # fmt: skip
+    return LaunchPlan(
+        profile=profile.name,
+        tier=tier,
+        launcher=launcher,
+        args=tuple(args),
+        model=model,
+        served_model_name=served,
+        roles=tuple(_role_plan(r, ports) for r in profile.roles),
+        ports=dict(ports),
+        run_dir=run_dir,
+        scratch_dir=scratch_dir,
+        budget=spec.budget,
+        topology_id=topology_id,
+        signature=launch_signature(profile, tier, case),
+        env=env,
+        dynamo_src=source,
+        loopback_only=profile.not_loopback is None,
+    )
 
 
 def check_launcher(plan: LaunchPlan) -> None:
@@ -373,14 +391,19 @@ def check_checkout_launcher(plan: LaunchPlan) -> None:
     assert plan.dynamo_src is not None
     script = Path(plan.args[0])
     if not script.is_file():
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"no launcher {script} in the Dynamo "
-                              f"checkout {plan.dynamo_src.root}")  # fmt: skip
+        raise TopologyFailure(
+            Cause.LAUNCHER_INVALID,
+            f"no launcher {script} in the Dynamo checkout {plan.dynamo_src.root}",
+        )
     read = set(launcher_port_vars(text_with_used_files(script)))
     unread = [plan.port_name(r.port) for r in plan.workers if plan.port_name(r.port) not in read]
     if unread:
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"{script} never reads {unread}: the "
-                              "profile names them as its workers' health ports (it reads "
-                              f"{sorted(read)})")  # fmt: skip
+        raise TopologyFailure(
+            Cause.LAUNCHER_INVALID,
+            f"{script} never reads {unread}: the "
+            "profile names them as its workers' health ports (it reads "
+            f"{sorted(read)})",
+        )
 
 
 def check_fixed_ports(plan: LaunchPlan) -> None:

@@ -190,10 +190,11 @@ class Registration:
 
     def problems(self, served: str) -> list[str]:
         out = [f"roles missing from discovery {self.missing}"] if self.missing else []
-        out += [f"role '{role}' registered its endpoint but no model card"
-                for role in self.no_card]  # fmt: skip
-        out += [f"role '{role}' registered model {name!r}, the plan serves {served!r}"
-                for role, name in self.misnamed.items()]  # fmt: skip
+        out += [f"role '{role}' registered its endpoint but no model card" for role in self.no_card]
+        out += [
+            f"role '{role}' registered model {name!r}, the plan serves {served!r}"
+            for role, name in self.misnamed.items()
+        ]
         return out
 
 
@@ -369,8 +370,10 @@ class WarmedUp(Phase):
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         if self.fault is not None:
             error, media = self.fault
-            return topo.failure(Cause.HTTP_ERROR, f"warm-up request answered {error} "
-                                f"{self.repeats} times (media: {media})")  # fmt: skip
+            return topo.failure(
+                Cause.HTTP_ERROR,
+                f"warm-up request answered {error} {self.repeats} times (media: {media})",
+            )
         return super().failure(topo, left_s)
 
     def done(self, topo: Observed, left_s: float) -> bool:
@@ -436,9 +439,11 @@ class RanDynamoSource(Check):
                 m: f for m, f in loaded.items() if source.in_checkout(m) and not source.owns(f)
             }
             if not loaded or elsewhere:
-                what = (f"loaded {', '.join(f'{m} from {f}' for m, f in elsewhere.items())}"
-                        if elsewhere else "recorded no dynamo import (the harness's recorder "
-                        "was not on its path)")  # fmt: skip
+                what = (
+                    f"loaded {', '.join(f'{m} from {f}' for m, f in elsewhere.items())}"
+                    if elsewhere
+                    else "recorded no dynamo import (the harness's recorder was not on its path)"
+                )
                 return topo.failure(
                     Cause.LAUNCHER_INVALID,
                     f"role '{role.name}' (pid {pid}) did not run the checkout's Python under "
@@ -458,8 +463,12 @@ def role_pid(log_dir: Path, role: str) -> int | None:
 
 
 def media_kinds(body: dict[str, Any]) -> list[str]:
-    return [p["type"] for m in body.get("messages", []) for p in m.get("content", [])
-            if isinstance(p, dict) and p.get("type") != "text"]  # fmt: skip
+    return [
+        p["type"]
+        for m in body.get("messages", [])
+        for p in m.get("content", [])
+        if isinstance(p, dict) and p.get("type") != "text"
+    ]
 
 
 def default_phases(

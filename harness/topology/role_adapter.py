@@ -47,20 +47,39 @@ CONTRACT_ENV = "HARNESS_ADAPTER_CONTRACT"  # 1: this adapter writes NAME.pid and
 
 # dynamo.vllm flags that mean the same on the CPU tier: passed through as they are.
 KEEP_SWITCHES = {
-    "--enable-multimodal", "--route-to-encoder", "--enable-mm-embeds", "--frontend-decoding",
-    "--enable-prefix-caching", "--no-enable-prefix-caching", "--trust-remote-code",
-    "--is-prefill-worker", "--is-decode-worker",
-}  # fmt: skip
+    "--enable-multimodal",
+    "--route-to-encoder",
+    "--enable-mm-embeds",
+    "--frontend-decoding",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--trust-remote-code",
+    "--is-prefill-worker",
+    "--is-decode-worker",
+}
 KEEP_VALUED = {
-    "--disaggregation-mode", "--served-model-name", "--limit-mm-per-prompt", "--max-num-seqs",
-    "--embedding-transfer-mode", "--namespace", "--component", "--endpoint",
-    "--multimodal-embedding-cache-capacity-gb", "--connector", "--router-mode",
-}  # fmt: skip
+    "--disaggregation-mode",
+    "--served-model-name",
+    "--limit-mm-per-prompt",
+    "--max-num-seqs",
+    "--embedding-transfer-mode",
+    "--namespace",
+    "--component",
+    "--endpoint",
+    "--multimodal-embedding-cache-capacity-gb",
+    "--connector",
+    "--router-mode",
+}
 # GPU-only sizing the CPU tier's own flags replace (launchers/lib/cpu_engine_args).
 REPLACED_VALUED = {
-    "--gpu-memory-utilization", "--kv-cache-memory-bytes", "--max-model-len", "--dtype",
-    "--max-num-batched-tokens", "--block-size", "--tensor-parallel-size",
-}  # fmt: skip
+    "--gpu-memory-utilization",
+    "--kv-cache-memory-bytes",
+    "--max-model-len",
+    "--dtype",
+    "--max-num-batched-tokens",
+    "--block-size",
+    "--tensor-parallel-size",
+}
 REPLACED_SWITCHES = {"--enforce-eager"}
 EMBEDDING_TRANSFER = "--embedding-transfer-mode"
 # vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
@@ -212,13 +231,17 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
             kept.append(("--model", model_dir))
             out.notes.append(f"--model {value} -> the tiny checkpoint {model_dir}")
         elif name in REPLACED_VALUED or name in REPLACED_SWITCHES:
-            out.notes.append(f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing; "
-                             "the CPU tier's own flags replace it)")  # fmt: skip
+            out.notes.append(
+                f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing; "
+                "the CPU tier's own flags replace it)"
+            )
         elif name == "--kv-transfer-config":
             config = json.loads(value or "{}")
             if config.get("kv_connector") != "NixlConnector":
-                raise Refused(f"{name} with connector {config.get('kv_connector')!r} (the CPU "
-                              "tier runs NixlConnector on CPU buffers only)")  # fmt: skip
+                raise Refused(
+                    f"{name} with connector {config.get('kv_connector')!r} (the CPU "
+                    "tier runs NixlConnector on CPU buffers only)"
+                )
             if config.get("kv_buffer_device") != "cpu":
                 config["kv_buffer_device"] = "cpu"
                 out.notes.append(f"{name}: kv_buffer_device -> cpu")
@@ -288,8 +311,10 @@ def gpu_position(role: str, env: dict, out: Adapted) -> None:
     if not leased or not position.isdigit():
         return
     if int(position) >= len(leased):
-        raise Refused(f"CUDA_VISIBLE_DEVICES={position}: GPU position {position}, but the "
-                      f"harness leased {len(leased)} position(s) ({','.join(leased)})")  # fmt: skip
+        raise Refused(
+            f"CUDA_VISIBLE_DEVICES={position}: GPU position {position}, but the "
+            f"harness leased {len(leased)} position(s) ({','.join(leased)})"
+        )
     device = leased[int(position)]
     out.env["CUDA_VISIBLE_DEVICES"] = device
     out.notes.append(f"GPU position {position} -> leased device {device}")
@@ -360,9 +385,11 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     module, args = argv[1], argv[2:]
     role = role_of(module, environ)
     if role is None:
-        raise Refused(f"cannot tell which role `-m {module}` with DYN_SYSTEM_PORT="
-                      f"{environ.get('DYN_SYSTEM_PORT')} is (HARNESS_ROLE_PORTS names "
-                      f"{environ.get(ROLE_PORTS_ENV)})")  # fmt: skip
+        raise Refused(
+            f"cannot tell which role `-m {module}` with DYN_SYSTEM_PORT="
+            f"{environ.get('DYN_SYSTEM_PORT')} is (HARNESS_ROLE_PORTS names "
+            f"{environ.get(ROLE_PORTS_ENV)})"
+        )
     out = Adapted(role, [])
     tier = environ.get("HARNESS_DEVICE", "gpu")
     if module == "dynamo.frontend":
@@ -392,8 +419,13 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
 
 # What `harness audit` reads of a role's environment (ports, devices, health, model), secrets out.
 AUDIT_PREFIXES = ("DYN_", "VLLM_", "SGLANG_", "HARNESS_", "NIXL_", "UCX_", "ZMQ_")
-AUDIT_NAMES = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "MODEL", "SERVED_MODEL_NAME",
-               "LD_LIBRARY_PATH")  # fmt: skip
+AUDIT_NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "MODEL",
+    "SERVED_MODEL_NAME",
+    "LD_LIBRARY_PATH",
+)
 SECRET_MARKS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
 
 
@@ -426,8 +458,10 @@ def main() -> None:
         record = {"role": role or "unknown", "argv": sys.argv[1:], "refused": str(refused)}
         (log_dir / f"{role or 'unknown'}.refused").write_text(json.dumps(record) + "\n")
         tier = environ.get("HARNESS_DEVICE", "gpu")
-        print(f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: "
-              f"{refused}", file=sys.stderr)  # fmt: skip
+        print(
+            f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: {refused}",
+            file=sys.stderr,
+        )
         raise SystemExit(2) from None
     # the role's own processes are no roles: a `python3` they start runs as is
     env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}

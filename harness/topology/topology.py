@@ -505,8 +505,9 @@ def load_target(path: Path) -> TargetSpec:
     except (OSError, yaml.YAMLError) as exc:
         raise TargetError(f"{path}: {exc}") from None
     except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}"
-                 for e in exc.errors()]  # fmt: skip
+        lines = [
+            f"{path}: {'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}" for e in exc.errors()
+        ]
         raise TargetError("\n".join(lines)) from None
 
 
@@ -529,11 +530,18 @@ def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan
     if tier_spec is None:
         raise TargetError(f"profile {profile.name} has no {spec.tier} tier")
     roles = tuple(
-        RolePlan(r.name, r.kind, None, r.discovery_component,
-                 health=spec.roles[r.name].health, metrics=spec.roles[r.name].metrics)
-        if r.name in spec.roles else RolePlan(r.name, r.kind, None)
+        RolePlan(
+            r.name,
+            r.kind,
+            None,
+            r.discovery_component,
+            health=spec.roles[r.name].health,
+            metrics=spec.roles[r.name].metrics,
+        )
+        if r.name in spec.roles
+        else RolePlan(r.name, r.kind, None)
         for r in profile.roles
-    )  # fmt: skip
+    )
     env = dict(os.environ)
     return LaunchPlan(
         profile=profile.name,

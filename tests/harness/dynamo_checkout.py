@@ -248,14 +248,17 @@ def build_checkout(
     dynamo.vllm (file, the installed text, found exactly once, and its replacement)."""
     src = root / "components" / "src" / "dynamo"
     for package in ("vllm", "frontend"):
-        shutil.copytree(SITE / "dynamo" / package, src / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        shutil.copytree(
+            SITE / "dynamo" / package, src / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
         init = src / package / "__init__.py"
         probe = PROBE.format(package=f"dynamo.{package}")
         init.write_text(init.read_text() + f"\nprint({probe!r}, flush=True)  # the change\n")
     if patch is not None:
-        subprocess.run(["patch", "-p1", "--batch", "--forward", "-s", "-d", str(src.parent),
-                        "-i", str(patch)], check=True)  # fmt: skip
+        subprocess.run(
+            ["patch", "-p1", "--batch", "--forward", "-s", "-d", str(src.parent), "-i", str(patch)],
+            check=True,
+        )
     if python_fault is not None:
         name, old, new = python_fault
         target = src / "vllm" / name

@@ -228,8 +228,9 @@ def role_not_started(tmp: Path) -> FaultRun:
     starts: named as soon as the launcher says it started its roles, not at register_s."""
     profile = fault_profile("mocker", register_s=25)
     typo = RoleSpec(name="encoder", kind="aux")
-    run = run_fault(profile.model_copy(update={"roles": [*profile.roles, typo]}),
-                    after=died_at("roles.started"))  # fmt: skip
+    run = run_fault(
+        profile.model_copy(update={"roles": [*profile.roles, typo]}), after=died_at("roles.started")
+    )
     run.note = "timed from the launcher's roles.started file"
     return run
 
@@ -325,19 +326,31 @@ class Fault:
 
 
 FAULTS: list[Fault] = [
-    Fault("launcher_missing", Cause.LAUNCHER_INVALID, 1.0,
-          lambda tmp: launcher_invalid("missing", tmp)),
-    Fault("launcher_not_executable", Cause.LAUNCHER_INVALID, 1.0,
-          lambda tmp: launcher_invalid("not_executable", tmp)),
-    Fault("launcher_bad_shebang", Cause.LAUNCHER_INVALID, 1.0,
-          lambda tmp: launcher_invalid("bad_shebang", tmp)),
+    Fault(
+        "launcher_missing",
+        Cause.LAUNCHER_INVALID,
+        1.0,
+        lambda tmp: launcher_invalid("missing", tmp),
+    ),
+    Fault(
+        "launcher_not_executable",
+        Cause.LAUNCHER_INVALID,
+        1.0,
+        lambda tmp: launcher_invalid("not_executable", tmp),
+    ),
+    Fault(
+        "launcher_bad_shebang",
+        Cause.LAUNCHER_INVALID,
+        1.0,
+        lambda tmp: launcher_invalid("bad_shebang", tmp),
+    ),
     Fault("port_squat_frontend", Cause.PORT_IN_USE, 1.0, port_squat("DYN_HTTP_PORT")),
     Fault("port_squat_worker", Cause.PORT_IN_USE, 1.0, port_squat("DYN_SYSTEM_PORT1")),
-    Fault("crash_at_startup", Cause.ROLE_EXITED, 1.5, crash_at_startup, role="worker",
-          exit_code=2),
+    Fault("crash_at_startup", Cause.ROLE_EXITED, 1.5, crash_at_startup, role="worker", exit_code=2),
     Fault("crash_mid_test", Cause.ROLE_EXITED, 1.0, crash_mid_test, role="worker"),
-    Fault("worker_exits_zero", Cause.ROLE_EXITED, 1.5, worker_exits_zero, role="worker",
-          exit_code=0),
+    Fault(
+        "worker_exits_zero", Cause.ROLE_EXITED, 1.5, worker_exits_zero, role="worker", exit_code=0
+    ),
     Fault("launcher_exits", Cause.LAUNCHER_EXITED, 1.5, launcher_exits, exit_code=3),
     Fault("hang_double", Cause.NEVER_REGISTERED, 7.0, hang, role="worker"),
     Fault("no_health_source", Cause.NO_HEALTH_SOURCE, 3.0 + 5.0, no_health_source, role="worker"),
@@ -348,7 +361,7 @@ FAULTS: list[Fault] = [
     Fault("warmup_http_error", Cause.HTTP_ERROR, 15.0, warmup_http_error),
     Fault("wrong_answer", Cause.WRONG_ANSWER, 2.0, wrong_answer),
     Fault("phase_over_budget", Cause.PHASE_TIMEOUT, 6.0 + 1.5, phase_over_budget),
-]  # fmt: skip
+]
 
 
 def healthy_readiness_overhead() -> dict[str, float]:

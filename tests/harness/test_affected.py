@@ -202,6 +202,21 @@ def test_affected_and_validate_image_select_the_same_ids(
     expected = ids_run_on(tier, users)
     assert main(["affected", EPD, "--tier", tier]) == 0
     listed = listed_as_run_on(tier, capsys.readouterr().out)
-    assert main(["validate", "image", "img", "--change", EPD, "--tier", tier, "--dry-run",
-                 "--results-dir", str(tmp_path)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "validate",
+                "image",
+                "img",
+                "--change",
+                EPD,
+                "--tier",
+                tier,
+                "--dry-run",
+                "--results-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert listed == selected_by_validate(capsys.readouterr().err) == expected

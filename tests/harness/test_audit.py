@@ -94,11 +94,17 @@ def test_hard_coded_port_is_flagged(tmp_path: Path) -> None:
 
 def test_a_port_the_launcher_writes_as_a_number_is_named(tmp_path: Path) -> None:
     """A port with no variable to move it cannot be leased: the audit names it and its text."""
-    profile = _copy(tmp_path, "vllm/epd_qwen3-vl-2b.yaml", "vllm/disagg_multimodal_epd.sh",
-                    ["s/[$](port VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE 20099)/20099/"])  # fmt: skip
+    profile = _copy(
+        tmp_path,
+        "vllm/epd_qwen3-vl-2b.yaml",
+        "vllm/disagg_multimodal_epd.sh",
+        ["s/[$](port VLLM_NIXL_SIDE_CHANNEL_PORT_DECODE 20099)/20099/"],
+    )
     lines = _lines(profile)
-    assert any("binds port 20099 (VLLM_NIXL_SIDE_CHANNEL_PORT=20099) with no variable" in ln
-               for ln in lines), lines  # fmt: skip
+    assert any(
+        "binds port 20099 (VLLM_NIXL_SIDE_CHANNEL_PORT=20099) with no variable" in ln
+        for ln in lines
+    ), lines
 
 
 def test_shared_port_is_flagged(tmp_path: Path) -> None:
@@ -205,8 +211,13 @@ def test_a_gpu_position_past_the_lease_is_refused() -> None:
     instead of starting it on no device (or the machine's GPU of that number)."""
     from harness.topology.role_adapter import Refused, adapt
 
-    env = {"HARNESS_DEVICE": "gpu", "HARNESS_ROLE": "pd", "HARNESS_GPUS": "3",
-           "CUDA_VISIBLE_DEVICES": "1", "HARNESS_PROFILE_MODEL": "m"}  # fmt: skip
+    env = {
+        "HARNESS_DEVICE": "gpu",
+        "HARNESS_ROLE": "pd",
+        "HARNESS_GPUS": "3",
+        "CUDA_VISIBLE_DEVICES": "1",
+        "HARNESS_PROFILE_MODEL": "m",
+    }
     with pytest.raises(Refused, match="GPU position 1, but the harness leased 1 position"):
         adapt(["-m", "dynamo.vllm", "--model", "m"], env)
     ok = adapt(["-m", "dynamo.vllm", "--model", "m"], {**env, "CUDA_VISIBLE_DEVICES": "0"})

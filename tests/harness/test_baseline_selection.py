@@ -10,16 +10,21 @@ from harness.cases.selection import pull_in
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
 
-CASES = [ServeCase(p, c, "cpu") for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
-         for c in p.cases]  # fmt: skip
+CASES = [
+    ServeCase(p, c, "cpu")
+    for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
+    for c in p.cases
+]
 
 
 def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> None:
     selected = [sc for sc in CASES if "epd" in sc.test_id]
     rest = [sc for sc in CASES if sc not in selected]
     assert [sc.test_id for sc in pull_in(selected, rest)] == [
-        "mm_e_pd_qwen3-vl-2b", "mm_agg_video_qwen3-vl-2b", "mm_agg_qwen3-vl-2b"
-    ]  # fmt: skip
+        "mm_e_pd_qwen3-vl-2b",
+        "mm_agg_video_qwen3-vl-2b",
+        "mm_agg_qwen3-vl-2b",
+    ]
     assert pull_in(CASES, []) == []  # a full selection already holds every baseline
 
 
@@ -35,10 +40,27 @@ def test_a_baseline_from_the_same_launch_does_not_count() -> None:
 
 def test_collection_reports_what_it_pulled_in() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/serve", "-m", "post_merge", "--collect-only",
-         "-q", "-p", "no:cacheprovider", "--tier", "cpu", "-k", "epd"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/serve",
+            "-m",
+            "post_merge",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tier",
+            "cpu",
+            "-k",
+            "epd",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_serve[mm_e_pd_qwen3-vl-2b]" in run.stdout
     pulled = "mm_e_pd_qwen3-vl-2b, mm_agg_video_qwen3-vl-2b, mm_agg_qwen3-vl-2b"
@@ -49,10 +71,24 @@ def test_collection_reports_what_it_pulled_in() -> None:
 
 def collect(*args: str, path: str = "tests/serve") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", path, "--collect-only", "-q",
-         "-p", "no:cacheprovider", "--tier", "cpu", *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            path,
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tier",
+            "cpu",
+            *args,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_ids_select_exactly_those_cases_and_pull_in_their_baselines() -> None:
@@ -61,10 +97,15 @@ def test_ids_select_exactly_those_cases_and_pull_in_their_baselines() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     collected = [line.split("[")[1].rstrip("]") for line in run.stdout.splitlines() if "[" in line]
     assert sorted(collected) == [
-        "mm_agg_llava-1.5-7b", "mm_agg_qwen3-vl-2b", "mm_e_pd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b"
-    ]  # fmt: skip
-    assert ("pulled in 2 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b, "
-            "mm_agg_qwen3-vl-2b") in run.stdout  # fmt: skip
+        "mm_agg_llava-1.5-7b",
+        "mm_agg_qwen3-vl-2b",
+        "mm_e_pd_qwen3-vl-2b",
+        "mm_epd_qwen3-vl-2b",
+    ]
+    assert (
+        "pulled in 2 baseline case(s) the selection left out: mm_e_pd_qwen3-vl-2b, "
+        "mm_agg_qwen3-vl-2b"
+    ) in run.stdout
 
 
 def test_ids_leave_out_the_harness_tests_beside_them() -> None:

@@ -16,9 +16,12 @@ SCRIPTS = sorted((REPO_ROOT / "bench").glob("*.py"))
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_bench_script_answers_help(script: Path) -> None:
     run = subprocess.run(
-        [sys.executable, str(script), "--help"], cwd=REPO_ROOT / "bench",
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, str(script), "--help"],
+        cwd=REPO_ROOT / "bench",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.startswith("usage:"), run.stdout[:300]
 

@@ -27,8 +27,12 @@ def checkout(tmp_path: Path) -> Path:
 def venv_key(root: Path, tier: str) -> str:
     """The key bootstrap.sh derives: tier + sha256 of the lock, harness pins, shims, itself."""
     lock = "cpu.lock" if tier == "cpu" else "gpu-vllm.txt"
-    parts = [root / "requirements" / lock, root / "requirements" / "harness.txt",
-             root / "scripts" / "apply_shims.py", root / "scripts" / "bootstrap.sh"]  # fmt: skip
+    parts = [
+        root / "requirements" / lock,
+        root / "requirements" / "harness.txt",
+        root / "scripts" / "apply_shims.py",
+        root / "scripts" / "bootstrap.sh",
+    ]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest()[:16]
     return f"{tier}-{digest}"
 
@@ -53,8 +57,13 @@ def test_pruning_keeps_three_and_never_a_venv_in_use(checkout: Path, tmp_path: P
         stamp = time.time() - 400  # creating the lock file touched the directory
         os.utime(held, (stamp, stamp))
         env = {**os.environ, "HARNESS_CACHE": str(cache), "HARNESS_TIER": "cpu"}
-        run = subprocess.run(["bash", str(checkout / "scripts/bootstrap.sh")], env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        run = subprocess.run(
+            ["bash", str(checkout / "scripts/bootstrap.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -79,8 +88,13 @@ def test_serve_suite_tier_flag_reaches_bootstrap(checkout: Path, tmp_path: Path)
     (cpu / "bin" / "python").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_TIER"}
     env |= {"HARNESS_CACHE": str(cache), "PATH": f"{fake_bin}:{env['PATH']}"}
-    run = subprocess.run(["bash", str(checkout / "scripts/serve-suite"), "--tier", "cpu", "-q"],
-                         env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        ["bash", str(checkout / "scripts/serve-suite"), "--tier", "cpu", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert (checkout / ".venv").resolve() == cpu
     assert "python -m pytest tests/serve -m post_merge" in run.stdout and "--tier cpu" in run.stdout

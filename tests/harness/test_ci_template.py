@@ -49,23 +49,47 @@ def test_both_shards_then_the_merge_give_the_unsharded_set(tmp_path: Path) -> No
     runs.mkdir()
     for shard in (1, 2):
         command = expand(step(jobs["shard"], "serve suite"), shard, 2, runs)
-        done = subprocess.run(["bash", "-c", f"{command} -p no:cacheprovider " + " ".join(
-            f"'{a}'" for a in SELECTION)], cwd=REPO_ROOT, capture_output=True, text=True,
-            timeout=900)  # fmt: skip
+        done = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"{command} -p no:cacheprovider " + " ".join(f"'{a}'" for a in SELECTION),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
         assert f"serve-harness shard {shard}/2:" in done.stdout
     merge = expand(step(jobs["merge"], "one report"), 0, 2, runs)
     merge = merge.replace("scripts/bootstrap.sh", str(REPO_ROOT / "scripts" / "bootstrap.sh"))
-    done = subprocess.run(["bash", "-c", merge], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", merge], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     merged = [json.loads(line) for line in (runs / "results.jsonl").read_text().splitlines()]
     shard_ids = [r["test_id"] for r in merged]
     collect = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/serve", "-m", "post_merge", "--collect-only",
-         "-q", "-p", "no:cacheprovider", *SELECTION],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, env=os.environ,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/serve",
+            "-m",
+            "post_merge",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *SELECTION,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
     unsharded = re.findall(r"test_serve\[([^\]]+)\]", collect.stdout)
     assert sorted(shard_ids) == sorted(unsharded) and len(shard_ids) == len(set(shard_ids))
     junit = (runs / "junit-merged.xml").read_text()

@@ -71,8 +71,10 @@ def test_upstream_parity_holds_and_its_page_is_current(capsys: pytest.CaptureFix
     assert main(["list", "--upstream"]) == 0
     page = capsys.readouterr().out
     assert "MISMATCH" not in page and "no case here and no reason why" not in page
-    assert ("| `mm_p_d_qwen3-vl-2b` | vllm | post_merge | 1 | vllm-newest | "
-            "p_d_qwen3-vl-2b / (no suffix) |") in page  # fmt: skip
+    assert (
+        "| `mm_p_d_qwen3-vl-2b` | vllm | post_merge | 1 | vllm-newest | "
+        "p_d_qwen3-vl-2b / (no suffix) |"
+    ) in page
     assert (REPO_ROOT / "docs" / "upstream-parity.md").read_text() == page, (
         "regenerate: python -m harness list --upstream > docs/upstream-parity.md"
     )
@@ -84,8 +86,13 @@ def test_a_cadence_mismatch_is_named(tmp_path: object) -> None:
     from harness.profiles.upstream import UpstreamTest, parity
 
     profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
-    rows = parity(profiles, [UpstreamTest("mm_p_d_qwen3-vl-2b", "pre_merge", 2),
-                             UpstreamTest("mm_gone_qwen3-vl-2b", "post_merge", 1)])  # fmt: skip
+    rows = parity(
+        profiles,
+        [
+            UpstreamTest("mm_p_d_qwen3-vl-2b", "pre_merge", 2),
+            UpstreamTest("mm_gone_qwen3-vl-2b", "post_merge", 1),
+        ],
+    )
     assert rows[0].problem == "cadence ['post_merge'], upstream pre_merge; 1 GPU(s), upstream 2"
     assert rows[1].problem == "upstream runs it; no case here and no reason why"
 
@@ -99,15 +106,30 @@ def test_a_check_upstream_makes_that_ours_lacks_is_named() -> None:
 
     profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
     router, video = "mm_agg_router_qwen3-vl-2b", "mm_epd_video_qwen3-vl-2b_mixed_frontend_decoding"
-    rows = [parity(profiles, [test])[0] for test in [
-        UpstreamTest(router, "post_merge", 1, min_avg_kv_hit_rate=0.95),
-        UpstreamTest(router, "post_merge", 1, model="Qwen/Qwen3-VL-2B-Instruct-FP8"),
-        UpstreamTest(router, "post_merge", 1, model="Qwen/Qwen3-VL-2B-Instruct-FP8",
-                     model_differs="a reason", min_avg_kv_hit_rate=0.9),
-        UpstreamTest(video, "post_merge", 1, followups=2),
-        UpstreamTest("mm_pd_qwen3-vl-2b", "pre_merge", 1, stack="dynamo-sglang",
-                     here="mm_sglang_pd_qwen3-vl-2b", min_avg_kv_hit_rate=0.9),
-    ]]  # fmt: skip
+    rows = [
+        parity(profiles, [test])[0]
+        for test in [
+            UpstreamTest(router, "post_merge", 1, min_avg_kv_hit_rate=0.95),
+            UpstreamTest(router, "post_merge", 1, model="Qwen/Qwen3-VL-2B-Instruct-FP8"),
+            UpstreamTest(
+                router,
+                "post_merge",
+                1,
+                model="Qwen/Qwen3-VL-2B-Instruct-FP8",
+                model_differs="a reason",
+                min_avg_kv_hit_rate=0.9,
+            ),
+            UpstreamTest(video, "post_merge", 1, followups=2),
+            UpstreamTest(
+                "mm_pd_qwen3-vl-2b",
+                "pre_merge",
+                1,
+                stack="dynamo-sglang",
+                here="mm_sglang_pd_qwen3-vl-2b",
+                min_avg_kv_hit_rate=0.9,
+            ),
+        ]
+    ]
     assert rows[0].problem == "cache-hit threshold 0.9, upstream 0.95"
     assert rows[1].problem == (
         "serves Qwen/Qwen3-VL-2B-Instruct, upstream Qwen/Qwen3-VL-2B-Instruct-FP8; "
@@ -120,8 +142,11 @@ def test_a_check_upstream_makes_that_ours_lacks_is_named() -> None:
 
 def test_upstream_ids_are_tagged(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--tier", "gpu"]) == 0
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
-             if line.startswith("  mm_") or line.startswith("  multimodal_")}  # fmt: skip
+    lines = {
+        line.split()[0]: line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("  mm_") or line.startswith("  multimodal_")
+    }
     assert lines["mm_epd_qwen3-vl-2b"].endswith("[upstream id]")
     assert lines["multimodal_e_pd_fd_qwen"].endswith("[upstream id]")
     assert "[upstream id]" not in lines["mm_p_d_qwen3-vl-2b_b64"]  # ours only

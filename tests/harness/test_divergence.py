@@ -46,8 +46,14 @@ def test_first_differing_token_and_the_whole_line(urls: MediaURLs) -> None:
     assert first_token_difference(tokenizer, "red square", want) is None
     index, got, said = first_token_difference(tokenizer, "red circle", want)  # type: ignore[misc]
     assert (got, said) != ("", "") and got != said and index >= 1
-    line = describe_divergence(model_dir, "red circle", want, 115, ProcessorCounts(114, 64),
-                               {"prefill": 115, "decode": 114})  # fmt: skip
+    line = describe_divergence(
+        model_dir,
+        "red circle",
+        want,
+        115,
+        ProcessorCounts(114, 64),
+        {"prefill": 115, "decode": 114},
+    )
     assert line.startswith("differs from the model's own answer; first differing token #")
     assert "media tokens disagree: usage implies 65, the processor counts 64" in line
     assert line.endswith("prompt tokens ran: prefill 115, decode 114 (processor 114)")

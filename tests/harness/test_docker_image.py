@@ -87,10 +87,23 @@ def interrupt_once_running(proc: psutil.Popen, before: set[int]) -> set[int]:
 def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
     before = leased_ports()
     proc = psutil.Popen(
-        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
-         str(tmp_path / "results"), "--", AGG_CASE],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "docker",
+            "--image",
+            IMAGE,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--",
+            AGG_CASE,
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         ports = interrupt_once_running(proc, before)
     finally:
@@ -110,11 +123,25 @@ def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launche
     unpatched.chmod(0o755)
     before = leased_ports()
     proc = psutil.Popen(
-        [sys.executable, "-m", "harness", "validate", "image", IMAGE,
-         "--change", f"{unpatched}:{EPD}", "--ids", EPD_CASE,
-         "--results-dir", str(tmp_path / "v")],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "validate",
+            "image",
+            IMAGE,
+            "--change",
+            f"{unpatched}:{EPD}",
+            "--ids",
+            EPD_CASE,
+            "--results-dir",
+            str(tmp_path / "v"),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     table, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, table + err[-3000:]  # the changed run's status
     assert f"| {EPD_CASE} | {EPD} (as shipped) | cpu | passed |" in table, table

@@ -42,11 +42,19 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     env = {**os.environ, "HF_TOKEN": "hf_realsecret42", "NOT_ALLOWED": "leak"}
     proc = psutil.Popen(
         harness_docker(
-            "--results-dir", str(results), "--overlay", f"{overlay}:harness/topology/plan.py",
-            "--command", f"sh -c '{script}'",
+            "--results-dir",
+            str(results),
+            "--overlay",
+            f"{overlay}:harness/topology/plan.py",
+            "--command",
+            f"sh -c '{script}'",
         ),
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 7, out + err
     assert out.splitlines() == ["OVERLAID", "token=*** other=", "read-only"]
@@ -62,8 +70,11 @@ def start_sleeping_container(
     """`harness docker` running `sleep 600`, returned once its container is in one of `states`."""
     proc = psutil.Popen(
         harness_docker("--results-dir", str(tmp_path), "--command", "sleep 600"),
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not [c for c in containers_of(CLIENT, proc) if c.status in states]:
         if proc.poll() is not None or time.monotonic() >= deadline:
@@ -133,8 +144,11 @@ def test_a_killed_runs_container_is_removed_by_the_next_run(tmp_path: Path) -> N
     try:
         proc = subprocess.run(
             harness_docker("--results-dir", str(tmp_path / "next"), "--command", "true"),
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         removed = re.search(r"removed \d+ container\(s\) a killed run left: (.*)", proc.stderr)
         assert removed and orphan.short_id in removed[1].split(", "), proc.stderr
@@ -151,10 +165,23 @@ def test_a_missing_image_is_pulled_like_docker_run_and_a_failed_pull_is_named(
     """No registry is reachable here, so the pull fails for real; the error says so, exit 2."""
     missing = "serve-harness/never-built:local"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "docker", "--image", missing, "--results-dir",
-         str(tmp_path), "--command", "true"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "docker",
+            "--image",
+            missing,
+            "--results-dir",
+            str(tmp_path),
+            "--command",
+            "true",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert f"harness docker: {missing} is not local; pulling it" in proc.stderr
     assert f"harness docker: --image {missing}: not found locally and the pull failed: " in (

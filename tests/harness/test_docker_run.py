@@ -144,9 +144,15 @@ def test_two_overlays_on_one_target_are_refused(tmp_path: Path) -> None:
 
 def test_pytest_command_adds_results_unless_given() -> None:
     assert pytest_command("python3", ["-m", "pre_merge"]) == [
-        "python3", "-m", "pytest", "-m", "pre_merge",
-        "--results", "/results/results.jsonl", "--junitxml=/results/junit.xml",
-    ]  # fmt: skip
+        "python3",
+        "-m",
+        "pytest",
+        "-m",
+        "pre_merge",
+        "--results",
+        "/results/results.jsonl",
+        "--junitxml=/results/junit.xml",
+    ]
     given = pytest_command("python", ["--results=/r.jsonl", "--junitxml", "/j.xml"])
     assert given == ["python", "-m", "pytest", "--results=/r.jsonl", "--junitxml", "/j.xml"]
 

@@ -58,8 +58,9 @@ def test_each_process_records_where_its_dynamo_packages_came_from(tmp_path: Path
     source = checkout(tmp_path / "src")
     env = {**os.environ, **source.env(tmp_path / "logs", None)}
     code = "import dynamo.harness_probe, dynamo.prometheus_names; import os; print(os.getpid())"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     records = import_records(tmp_path / "logs")[int(done.stdout)]
     assert source.owns(records["dynamo.harness_probe"])
     assert records["dynamo.prometheus_names"] == str(SITE / "dynamo" / "prometheus_names.py")
@@ -114,9 +115,11 @@ def test_the_shipped_patch_makes_a_checkout_of_the_installed_wheel(tmp_path: Pat
     assert "hidden_states[layers]" not in (SITE / files[0]).read_text()  # installed untouched
     profiles = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
     assert defect_ids(profiles, files) == [
-        "mm_e_pd_llava-1.5-7b", "mm_e_pd_llava-1.5-7b_b64_frontend_decoding",
-        "mm_epd_llava-1.5-7b", "mm_epd_llava-1.5-7b_b64_frontend_decoding",
-    ]  # fmt: skip
+        "mm_e_pd_llava-1.5-7b",
+        "mm_e_pd_llava-1.5-7b_b64_frontend_decoding",
+        "mm_epd_llava-1.5-7b",
+        "mm_epd_llava-1.5-7b_b64_frontend_decoding",
+    ]
     with pytest.raises(PatchError, match="does not apply to the installed ai-dynamo"):
         patched_checkout(LLAVA_PATCH, made.parent / "again", site=made / "components" / "src")
 
@@ -138,18 +141,28 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
     def plan(tier: str, env: dict[str, str] = base) -> object:
-        return resolve(profile, tier, profile.cases[0], ports=fake_ports(profile, REPO_ROOT),  # type: ignore[arg-type]
-                       run_dir=tmp_path / tier, scratch_dir=tmp_path / "s", model="m",
-                       topology_id="t", marker_env=marker_env("t", "s", 1),
-                       base_env=env)  # fmt: skip
+        return resolve(
+            profile,
+            tier,
+            profile.cases[0],
+            ports=fake_ports(profile, REPO_ROOT),  # type: ignore[arg-type]
+            run_dir=tmp_path / tier,
+            scratch_dir=tmp_path / "s",
+            model="m",
+            topology_id="t",
+            marker_env=marker_env("t", "s", 1),
+            base_env=env,
+        )
 
     cpu, gpu = plan("cpu"), plan("gpu")
     assert cpu.launcher == CHECKOUT_LAUNCHER  # type: ignore[attr-defined]
     assert cpu.args[0] == str(source.root / str(profile.upstream_launcher))  # type: ignore[attr-defined]
     assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct")  # type: ignore[attr-defined]
     assert json.loads(cpu.env["HARNESS_ROLE_PORTS"]) == {  # type: ignore[attr-defined]
-        "DYN_SYSTEM_PORT1": "encode", "DYN_SYSTEM_PORT2": "prefill", "DYN_SYSTEM_PORT3": "decode"
-    }  # fmt: skip
+        "DYN_SYSTEM_PORT1": "encode",
+        "DYN_SYSTEM_PORT2": "prefill",
+        "DYN_SYSTEM_PORT3": "decode",
+    }
     assert cpu.env["DYN_MANAGED_PORTS"] == "1"  # type: ignore[attr-defined]
     assert cpu.loopback_only and gpu.loopback_only  # type: ignore[attr-defined]
     ours = plan("cpu", {k: v for k, v in base.items() if k != "HARNESS_DYNAMO_SRC"})

@@ -46,8 +46,9 @@ DTYPE_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-encoder-dtype.patch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
-PROFILE = load_profile(REPO_ROOT / "tests" / "harness" / "profiles" / "checkout" /
-                       "epd_qwen3-vl-2b.yaml", REPO_ROOT)  # fmt: skip
+PROFILE = load_profile(
+    REPO_ROOT / "tests" / "harness" / "profiles" / "checkout" / "epd_qwen3-vl-2b.yaml", REPO_ROOT
+)
 
 
 def nothing_left(topology_id: str, ports: list[int]) -> None:
@@ -80,8 +81,15 @@ def run_checkout_case(
 
     def judge_for(case: ServeCase, topo: object) -> CaseJudge:
         plan = topo.plan  # type: ignore[attr-defined]
-        return CaseJudge(PROFILE, "cpu", plan.model, urls, BaselineStore(), plan.signature,
-                         JudgeSettings(excuse_defects=not strict))  # fmt: skip
+        return CaseJudge(
+            PROFILE,
+            "cpu",
+            plan.model,
+            urls,
+            BaselineStore(),
+            plan.signature,
+            JudgeSettings(excuse_defects=not strict),
+        )
 
     with TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], urls)) as pool:
         try:
@@ -101,8 +109,12 @@ def test_the_checkouts_launcher_and_code_run_in_every_role(
     checks, logs = run_checkout_case(checkout, urls, monkeypatch, CaseRecord())
     assert any(c.startswith("matches the model's own answer: identical") for c in checks), checks
     assert "path encode +1, prefill +1, decode +1" in checks
-    for role, package in [("frontend", "frontend"), ("encode", "vllm"), ("prefill", "vllm"),
-                          ("decode", "vllm")]:  # fmt: skip
+    for role, package in [
+        ("frontend", "frontend"),
+        ("encode", "vllm"),
+        ("prefill", "vllm"),
+        ("decode", "vllm"),
+    ]:
         assert PROBE.format(package=f"dynamo.{package}") in (logs / f"{role}.log").read_text()
     records = import_records(logs)
     workers = [r for r in records.values() if "dynamo.vllm" in r]
@@ -118,12 +130,14 @@ def test_the_checkouts_launcher_and_code_run_in_every_role(
     [
         ({"encode_extra": "--quantization fp8"}, "cannot run it: --quantization fp8"),
         # never a silent swap: the encode worker hard-codes LLaVA, whatever `--model` said
-        ({"encode_model": "llava-hf/llava-1.5-7b-hf"},
-         "starts model 'llava-hf/llava-1.5-7b-hf', not 'Qwen/Qwen3-VL-2B-Instruct', the model of "
-         "profile epd_qwen3-vl-2b"),
+        (
+            {"encode_model": "llava-hf/llava-1.5-7b-hf"},
+            "starts model 'llava-hf/llava-1.5-7b-hf', not 'Qwen/Qwen3-VL-2B-Instruct', the model "
+            "of profile epd_qwen3-vl-2b",
+        ),
     ],
     ids=["unmapped_flag", "another_model"],
-)  # fmt: skip
+)
 def test_a_role_the_tier_cannot_run_is_refused_by_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, str], named: str
 ) -> None:
@@ -165,8 +179,9 @@ def test_a_small_numeric_corruption_is_caught_by_logprobs_alone(
     checkout (with the encoder-dtype fix, so the perturbation is the only departure): the greedy
     text is still the model's own, the log-probabilities are not. The failure names the token
     and both log-probabilities."""
-    checkout = build_checkout(tmp_path / "dynamo", patch=DTYPE_PATCH,
-                              python_fault=perturbed_embeddings(PERTURBATION))  # fmt: skip
+    checkout = build_checkout(
+        tmp_path / "dynamo", patch=DTYPE_PATCH, python_fault=perturbed_embeddings(PERTURBATION)
+    )
     record = CaseRecord()
     with pytest.raises(TopologyFailure) as failure:
         run_checkout_case(checkout, urls, monkeypatch, record, strict=True)

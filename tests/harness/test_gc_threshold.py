@@ -29,16 +29,30 @@ if __name__ == "__main__":
 
 
 def role_env(tmp_path: Path, tier: str, base: dict[str, str]) -> dict[str, str]:
-    return launcher_env(tier=tier, model="m", served_model_name="m", ports={},  # type: ignore[arg-type]
-                        scratch_dir=tmp_path / "scratch", log_dir=tmp_path / "logs", extra={},
-                        marker_env={}, base=base)  # fmt: skip
+    return launcher_env(
+        tier=tier,
+        model="m",
+        served_model_name="m",
+        ports={},  # type: ignore[arg-type]
+        scratch_dir=tmp_path / "scratch",
+        log_dir=tmp_path / "logs",
+        extra={},
+        marker_env={},
+        base=base,
+    )
 
 
 def thresholds_seen(tmp_path: Path, env: dict[str, str]) -> str:
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    out = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(probe)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.strip()
 
 

@@ -69,8 +69,12 @@ def test_two_workers_never_oversubscribe_and_skips_name_the_shortfall(
     spec: str, tmp_path: Path
 ) -> None:
     registry = tmp_path / "gpus.json"
-    env = {**os.environ, "HARNESS_GPUS": spec, "HARNESS_GPU_REGISTRY": str(registry),
-           "PYTHONPATH": str(REPO_ROOT)}  # fmt: skip
+    env = {
+        **os.environ,
+        "HARNESS_GPUS": spec,
+        "HARNESS_GPU_REGISTRY": str(registry),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
     for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
     inventory = GpuInventory.from_spec(spec)
@@ -80,10 +84,16 @@ def test_two_workers_never_oversubscribe_and_skips_name_the_shortfall(
     watcher.start()
     try:
         workers = [
-            subprocess.Popen([sys.executable, "-c", WORKER, str(i), "2"], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT)
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, str(i), "2"],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=REPO_ROOT,
+            )
             for i in range(2)
-        ]  # fmt: skip
+        ]
         outputs = [w.communicate(timeout=120) for w in workers]
     finally:
         stop.set()
@@ -106,5 +116,7 @@ def test_two_workers_never_oversubscribe_and_skips_name_the_shortfall(
     assert seen and all(total <= card for snapshot in seen for total in snapshot.values())
     admitted = sum("skip" not in r for r in results)
     peak = max(max(s.values(), default=0) for s in seen) / card
-    print(f"\n{spec}: {admitted} admitted, {len(results) - admitted} skipped, "
-          f"peak leased {peak:.0%} of a card")  # fmt: skip
+    print(
+        f"\n{spec}: {admitted} admitted, {len(results) - admitted} skipped, "
+        f"peak leased {peak:.0%} of a card"
+    )

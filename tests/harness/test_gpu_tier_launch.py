@@ -60,12 +60,19 @@ def test_opt_in_download_tries_once_under_a_lock_and_names_why_it_failed(tmp_pat
         "except TopologyFailure as failure:\n    print(failure.cause, failure.message)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    env |= {"HARNESS_DOWNLOAD_MODELS": "1", "HF_HOME": str(tmp_path),
-            "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
+    env |= {
+        "HARNESS_DOWNLOAD_MODELS": "1",
+        "HF_HOME": str(tmp_path),
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+    }
     run = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert run.stdout.startswith("model_not_cached Qwen/Qwen3-VL-2B-Instruct is not in the "), (
         run.stdout + run.stderr
     )

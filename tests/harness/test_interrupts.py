@@ -25,8 +25,19 @@ PROFILES = Path(__file__).parent / "interrupt_profiles"
 
 def start_session(tmp_path: Path, session_id: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, SESSION_ID_ENV: session_id, "HARNESS_RUNS": str(tmp_path)}
-    cmd = [sys.executable, "-m", "pytest", "tests/serve", "--profiles", str(PROFILES), "-q",
-           "-p", "no:cacheprovider", "--tier", "cpu"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/serve",
+        "--profiles",
+        str(PROFILES),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--tier",
+        "cpu",
+    ]
     log = (tmp_path / "pytest.log").open("wb")
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -47,8 +58,11 @@ def wait_gone(session_id: str, timeout_s: float) -> float:
         if not marked_processes(SESSION_ID_ENV, session_id):
             return time.monotonic() - start
         time.sleep(0.05)
-    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if p in
-            marked_processes(SESSION_ID_ENV, session_id)]  # fmt: skip
+    left = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if p in marked_processes(SESSION_ID_ENV, session_id)
+    ]
     raise AssertionError(f"still running after {timeout_s} s: {left}")
 
 
@@ -116,9 +130,12 @@ def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Pa
     )
     env = {**os.environ, SESSION_ID_ENV: session, "HARNESS_RUNS": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(PROFILES)], cwd=REPO_ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [sys.executable, "-c", script, str(PROFILES)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_roles(session, 4)
         proc.send_signal(signal.SIGTERM)

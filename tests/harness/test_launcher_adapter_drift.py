@@ -31,18 +31,33 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     base.pop(DYNAMO_SRC_ENV, None)
     if checkout is not None:
         base[DYNAMO_SRC_ENV] = str(checkout)
-    names = sorted(set(port_names(PROFILE, DynamoSource.from_env(base))) | set(
-        port_names(PROFILE, None)))  # fmt: skip
+    names = sorted(
+        set(port_names(PROFILE, DynamoSource.from_env(base))) | set(port_names(PROFILE, None))
+    )
     ports = {name: 21400 + i for i, name in enumerate(names)}  # the same port per variable
     case = PROFILE.cases[1]  # b64 + --frontend-decoding: every worker gets the flag
-    plan = resolve(PROFILE, tier, case, ports=ports, run_dir=tmp / "run", scratch_dir=tmp / "s",
-                   model="/tiny/qwen3_vl", topology_id="drift", base_env=base,
-                   marker_env=marker_env("drift", "drift", os.getpid()))  # fmt: skip
+    plan = resolve(
+        PROFILE,
+        tier,
+        case,
+        ports=ports,
+        run_dir=tmp / "run",
+        scratch_dir=tmp / "s",
+        model="/tiny/qwen3_vl",
+        topology_id="drift",
+        base_env=base,
+        marker_env=marker_env("drift", "drift", os.getpid()),
+    )
     # dry: each role records and exits; the event broker (no role) runs /bin/true
     env = {**plan.env, DRY_ENV: "1", "HARNESS_REAL_PYTHON": "/bin/true"}
-    subprocess.run(plan.argv, env=env, capture_output=True, timeout=60,
-                   preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
-                   start_new_session=True)  # fmt: skip
+    subprocess.run(
+        plan.argv,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+        start_new_session=True,
+    )
     found = {}
     for path in sorted(plan.log_dir.glob("*.adapter.json")):
         record = json.loads(path.read_text())

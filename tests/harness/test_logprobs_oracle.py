@@ -49,8 +49,20 @@ def test_a_top_k_token_clear_of_the_kth_must_be_on_both_sides() -> None:
 
 
 def test_engine_steps_read_openai_logprobs_and_say_when_absent() -> None:
-    data = {"choices": [{"logprobs": {"content": [
-        {"token": "a", "logprob": -0.5, "top_logprobs": [{"token": "a", "logprob": -0.5}]}
-    ]}}]}  # fmt: skip
+    data = {
+        "choices": [
+            {
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "a",
+                            "logprob": -0.5,
+                            "top_logprobs": [{"token": "a", "logprob": -0.5}],
+                        }
+                    ]
+                }
+            }
+        ]
+    }
     assert engine_steps(data) == [Step("a", -0.5, {"a": -0.5})]
     assert engine_steps({"choices": [{"message": {"content": "a"}}]}) is None

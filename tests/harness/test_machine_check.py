@@ -149,8 +149,12 @@ def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> N
     checkout = f"/checkout-{uuid.uuid4().hex}"
     dead = subprocess.Popen(["true"])
     dead.wait()
-    env = {**os.environ, CHECKOUT_ENV: checkout, SESSION_PID_ENV: str(dead.pid),
-           TOPOLOGY_ID_ENV: "t-left"}  # fmt: skip
+    env = {
+        **os.environ,
+        CHECKOUT_ENV: checkout,
+        SESSION_PID_ENV: str(dead.pid),
+        TOPOLOGY_ID_ENV: "t-left",
+    }
     orphan = subprocess.Popen(["sleep", "300"], env=env)
     try:
         registry = PortRegistry(tmp_path / "ports.json")
@@ -173,9 +177,13 @@ def test_leftovers_of_a_dead_session_are_listed_not_stopped(tmp_path: Path) -> N
 
 def harness_check(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness", "check", *args], cwd=REPO_ROOT,
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "harness", "check", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.skipif(
@@ -207,10 +215,16 @@ def test_cli_names_the_missing_gpu_models_and_fails(tmp_path: Path) -> None:
 def test_bootstrap_refuses_an_unknown_gpu_stack_before_installing_anything(tmp_path: Path) -> None:
     run = subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "bootstrap.sh")],
-        env={**os.environ, "HARNESS_TIER": "gpu", "HARNESS_GPU_STACK": "trtllm",
-             "HARNESS_CACHE": str(tmp_path)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env={
+            **os.environ,
+            "HARNESS_TIER": "gpu",
+            "HARNESS_GPU_STACK": "trtllm",
+            "HARNESS_CACHE": str(tmp_path),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "HARNESS_GPU_STACK must be vllm or sglang, not 'trtllm'" in run.stderr
     assert list(tmp_path.iterdir()) == []

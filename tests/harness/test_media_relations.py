@@ -33,8 +33,9 @@ def test_cpu_relations_swap_media_and_transport(urls: MediaURLs) -> None:
 
 
 def test_gpu_relation_names_the_other_colour(urls: MediaURLs) -> None:
-    request = RequestSpec(prompt="Colour?", media=["image_b64"],
-                          gpu={"any_of": ["green"], "alt_any_of": ["red"]})  # fmt: skip
+    request = RequestSpec(
+        prompt="Colour?", media=["image_b64"], gpu={"any_of": ["green"], "alt_any_of": ["red"]}
+    )
     (other,) = relations(request, urls, "gpu")
     assert judge_relation(other, "Green.", 200, "Red.").passed
     assert not judge_relation(other, "Green.", 200, "It is not red; it is green.").passed

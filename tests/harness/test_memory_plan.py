@@ -67,12 +67,23 @@ def test_kv_bytes_per_token_are_the_known_figures() -> None:
 def test_language_peak_agrees_with_vllms_own_profile_of_llama_3_8b() -> None:
     """vLLM PR #10511 logs a 1.26 GiB activation peak for Llama-3-8B (8192 tokens, 256 seqs)."""
     llama = ModelFacts(
-        repo_id="meta-llama/Meta-Llama-3-8B", dtype="bfloat16", dtype_bytes=2, layers=32,
-        kv_heads=8, head_dim=128, hidden_size=4096, intermediate_size=14336, vocab_size=128256,
-        native_context=8192, params_language_model=8_030_261_248, params_vision_tower=0,
-        vision_hidden_size=0, vision_intermediate_size=0, vision_patches_per_token=0,
+        repo_id="meta-llama/Meta-Llama-3-8B",
+        dtype="bfloat16",
+        dtype_bytes=2,
+        layers=32,
+        kv_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        intermediate_size=14336,
+        vocab_size=128256,
+        native_context=8192,
+        params_language_model=8_030_261_248,
+        params_vision_tower=0,
+        vision_hidden_size=0,
+        vision_intermediate_size=0,
+        vision_patches_per_token=0,
         max_image_tokens=0,
-    )  # fmt: skip
+    )
     peak = language_peak(llama, EngineLimits(8192, 256, 8192)) / GIB
     assert peak == pytest.approx(1.26, rel=0.05)
 
@@ -82,11 +93,25 @@ def test_language_peak_agrees_with_vllms_own_profile_of_llama_3_8b() -> None:
 # (vLLM's defaults there: 2048 batched tokens, 256 sequences; vllm/engine/arg_utils.py).
 UPSTREAM = [
     ("E/PD", 15.0, {"encode": ("vision_tower", None), "pd": ("model", 4_096_361_000)}),
-    ("E/P/D", 18.7, {"encode": ("vision_tower", None), "prefill": ("model", 536_870_912),
-                     "decode": ("model", 536_870_912)}),
-    ("E/P/D video", 19.7, {"encode": ("vision_tower", None), "prefill": ("model", 536_870_912),
-                           "decode": ("model", 536_870_912)}),
-]  # fmt: skip
+    (
+        "E/P/D",
+        18.7,
+        {
+            "encode": ("vision_tower", None),
+            "prefill": ("model", 536_870_912),
+            "decode": ("model", 536_870_912),
+        },
+    ),
+    (
+        "E/P/D video",
+        19.7,
+        {
+            "encode": ("vision_tower", None),
+            "prefill": ("model", 536_870_912),
+            "decode": ("model", 536_870_912),
+        },
+    ),
+]
 
 
 def test_the_model_is_within_a_quarter_of_upstreams_measured_peaks() -> None:

@@ -23,17 +23,24 @@ from harness.oracles.registry import (
 from harness.profiles import load_profiles
 from harness.requests.chat import MediaURLs
 
-URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
-                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",
-                 "http://127.0.0.1:1/missing.png", files={})  # fmt: skip
+URLS = MediaURLs(
+    "http://127.0.0.1:1/i.png",
+    "data:image/png;base64,AA==",
+    "http://127.0.0.1:1/v.mp4",
+    "data:video/mp4;base64,AA==",
+    "http://127.0.0.1:1/missing.png",
+    files={},
+)
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 
 
 def canned(status: int) -> requests.Response:
     resp = requests.Response()
     resp.status_code = status
-    body = {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}  # fmt: skip
+    body = {
+        "choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }
     resp._content = json.dumps(body).encode()
     return resp
 
@@ -57,8 +64,15 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
             for case in profile.cases:
                 listed = case_oracles(case, tier, profile)  # type: ignore[arg-type]
                 for request, plan in zip((case, *case.follow_ups), listed, strict=True):
-                    judge = CaseJudge(profile, tier, "/nowhere", URLS, BaselineStore(), "s",  # type: ignore[arg-type]
-                                      strict)  # fmt: skip
+                    judge = CaseJudge(
+                        profile,
+                        tier,
+                        "/nowhere",
+                        URLS,
+                        BaselineStore(),
+                        "s",  # type: ignore[arg-type]
+                        strict,
+                    )
                     ran.clear()
                     judge.judge(judge.answer(request, {"messages": []}, canned(plan.status)))
                     assert ran == [label.removesuffix(DECLARED) for label in plan.labels], (

@@ -180,10 +180,16 @@ def test_first_difference() -> None:
 
 @pytest.mark.parametrize(
     ("text", "passes"),
-    [("It is not green.", False), ("No green here", False), ("it isn't green", False),
-     ("Neither green nor blue", False), ("Green, not red.", True), ("Not red. Green.", True),
-     ("The square is green.", True)],
-)  # fmt: skip
+    [
+        ("It is not green.", False),
+        ("No green here", False),
+        ("it isn't green", False),
+        ("Neither green nor blue", False),
+        ("Green, not red.", True),
+        ("Not red. Green.", True),
+        ("The square is green.", True),
+    ],
+)
 def test_a_denied_keyword_does_not_count(text: str, passes: bool) -> None:
     assert KeywordOracle(any_of=["green"]).check(text).passed is passes
     assert KeywordOracle(all_of=["green"]).check(text).passed is passes

@@ -26,15 +26,24 @@ from harness.topology.plan import RolePlan
 from harness.topology.roles import parse_counters
 from harness.topology.topology import launch
 
-EPD = (RolePlan("encode", "worker", 1, "encode"), RolePlan("prefill", "worker", 2, "prefill"),
-       RolePlan("decode", "worker", 3, "backend"))  # fmt: skip
+EPD = (
+    RolePlan("encode", "worker", 1, "encode"),
+    RolePlan("prefill", "worker", 2, "prefill"),
+    RolePlan("decode", "worker", 3, "backend"),
+)
 
 
 @pytest.mark.parametrize(
     ("media", "encode"),
-    [([], 0), (["image_url"], 1), (["image_b64"], 1), (["video_url"], 0), (["video_b64"], 0),
-     (["image_url", "video_url"], 1)],
-)  # fmt: skip
+    [
+        ([], 0),
+        (["image_url"], 1),
+        (["image_b64"], 1),
+        (["video_url"], 0),
+        (["video_b64"], 0),
+        (["image_url", "video_url"], 1),
+    ],
+)
 def test_encode_takes_exactly_the_requests_with_an_image(media: list[str], encode: int) -> None:
     """Measured on a CPU E/P/D, E/PD and LLaVA E/P/D (every 200 answer followed this rule)."""
     assert expected_path(EPD, media) == {"encode": encode, "prefill": 1, "decode": 1}
@@ -46,8 +55,9 @@ def test_overrides_and_the_check_name_the_role_and_counter() -> None:
         {"encode": 1, "decode": 1}, {"encode": 3, "decode": 7}, {"encode": 4, "decode": 8}
     )
     assert ok.passed and ok.detail == "path encode +1, decode +1"
-    skipped = check_path({"encode": 1, "decode": 1}, {"encode": 3, "decode": 7},
-                         {"encode": 3, "decode": 8})  # fmt: skip
+    skipped = check_path(
+        {"encode": 1, "decode": 1}, {"encode": 3, "decode": 7}, {"encode": 3, "decode": 8}
+    )
     assert not skipped.passed
     assert skipped.detail == (
         "role 'encode' did not serve it: dynamo_component_requests_total"
@@ -110,8 +120,9 @@ class RouterThatNeverSpreadsDouble:
 
 
 def test_a_router_that_never_spreads_fails_wrong_path() -> None:
-    profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml",
-                           REPO_ROOT)  # fmt: skip
+    profile = load_profile(
+        REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
+    )
     topo = RouterThatNeverSpreadsDouble()
     scope = CaseScope(profile.cases[0], "cpu", profile)
     assert [o.name for o in applicable_to_case(scope)] == ["cache hit", "spread"]

@@ -81,5 +81,14 @@ def test_gpu_tier_uses_layout_args() -> None:
 def test_missing_port_is_an_error() -> None:
     profile = PROFILES["agg_qwen3-vl-2b"]
     with pytest.raises(ValueError, match="no port leased"):
-        resolve(profile, "cpu", profile.cases[0], ports={}, run_dir=Path("/r"),
-                scratch_dir=Path("/s"), model="m", topology_id="t", marker_env={})  # fmt: skip
+        resolve(
+            profile,
+            "cpu",
+            profile.cases[0],
+            ports={},
+            run_dir=Path("/r"),
+            scratch_dir=Path("/s"),
+            model="m",
+            topology_id="t",
+            marker_env={},
+        )

@@ -150,8 +150,11 @@ def test_same_as_must_name_a_topology_of_the_same_model(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(
         GOOD.replace("- {prompt: hi, media: [image_url]}", "- {prompt: hi, cpu: {same_as: e_pd}}")
     )
-    with pytest.raises(ProfileError, match=r"a\.yaml: cases\[0\]\.cpu\.same_as: 'e_pd' is no "
-                       r"topology of a m profile \(agg\)"):  # fmt: skip
+    with pytest.raises(
+        ProfileError,
+        match=r"a\.yaml: cases\[0\]\.cpu\.same_as: 'e_pd' is no "
+        r"topology of a m profile \(agg\)",
+    ):
         load_profiles(tmp_path, REPO_ROOT)
     other_model = GOOD.replace("name: t", "name: u").replace("short_name: m", "short_name: n")
     (tmp_path / "b.yaml").write_text(other_model.replace("topology: agg", "topology: e_pd"))
@@ -164,13 +167,30 @@ def test_a_bad_profile_fails_collection_with_its_lines_alone(tmp_path: Path) -> 
     import subprocess
     import sys
 
-    write(tmp_path, GOOD.replace("total_s: 100, register_s: 50}}\ncases",
-                                 "total_s: -1, register_s: 50}}\ncases"))  # fmt: skip
+    write(
+        tmp_path,
+        GOOD.replace(
+            "total_s: 100, register_s: 50}}\ncases", "total_s: -1, register_s: 50}}\ncases"
+        ),
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/serve", "--collect-only", "-q",
-         "-p", "no:cacheprovider", "--profiles", str(tmp_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/serve",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--profiles",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0
     assert (
         f"{tmp_path / 'p.yaml'}: cpu.budget.total_s: Input should be greater than 0" in out.stdout
@@ -195,8 +215,10 @@ def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
     doc.write_text("# Defects\n\n## LLaVA encoder: feature layer\n\nsome other id\n\n## Next\n")
     with pytest.raises(ProfileError, match=r"does not name mm_e_pd_llava-1\.5-7b"):
         load_profile(profile, tmp_path)
-    doc.write_text("## LLaVA encoder: feature layer\n\nmm_e_pd_llava-1.5-7b "
-                   "mm_e_pd_llava-1.5-7b_b64_frontend_decoding\n")  # fmt: skip
+    doc.write_text(
+        "## LLaVA encoder: feature layer\n\nmm_e_pd_llava-1.5-7b "
+        "mm_e_pd_llava-1.5-7b_b64_frontend_decoding\n"
+    )
     assert load_profile(profile, tmp_path).cases[0].cpu.known_defect is not None
     profile.write_text(text.replace("    function: encode_image_embeddings\n", ""))
     with pytest.raises(ProfileError, match=r"known_defect.root_cause.function: Field required"):

@@ -27,8 +27,9 @@ def config(verbosity: int = 0, worker: bool = False) -> Any:
     plugins = SimpleNamespace(
         get_plugin=lambda name: reporter if name == "terminalreporter" else None
     )
-    cfg = SimpleNamespace(pluginmanager=plugins, get_verbosity=lambda: verbosity,
-                          stash=pytest.Stash())  # fmt: skip
+    cfg = SimpleNamespace(
+        pluginmanager=plugins, get_verbosity=lambda: verbosity, stash=pytest.Stash()
+    )
     if worker:
         cfg.workerinput = {}
     return cfg, reporter

@@ -43,11 +43,19 @@ def make_result(
     on a topology ready in 41.25 s; `test_id` and `overrides` replace its fields afterwards."""
     failing = outcome != "passed"
     topo = SimpleNamespace(
-        ready_s=41.25, peak_rss_mib=1900.0, phase_times={"workers_healthy": 39.75},
-        timeline=SimpleNamespace(events=TIMELINE), plan=SimpleNamespace(run_dir=Path("/runs/x")),
-    )  # fmt: skip
-    report = SimpleNamespace(outcome="passed" if outcome == "error" else outcome, when="call",
-                             duration=63.0, skipped=False, longrepr=None)  # fmt: skip
+        ready_s=41.25,
+        peak_rss_mib=1900.0,
+        phase_times={"workers_healthy": 39.75},
+        timeline=SimpleNamespace(events=TIMELINE),
+        plan=SimpleNamespace(run_dir=Path("/runs/x")),
+    )
+    report = SimpleNamespace(
+        outcome="passed" if outcome == "error" else outcome,
+        when="call",
+        duration=63.0,
+        skipped=False,
+        longrepr=None,
+    )
     failure = TopologyFailure(cause, "missing all-of word 'green'") if failing else None
     record = CaseRecord(topology=topo, report=report, failure=failure)  # type: ignore[arg-type]
     if outcome == "error":

@@ -16,9 +16,14 @@ from harness.profiles import RequestSpec, load_profiles
 from harness.requests.chat import MediaURLs, chat_body, fingerprint, warmup_bodies
 from harness.topology.roles import HealthSample
 
-URLS = MediaURLs("http://127.0.0.1:1/i.png", "data:image/png;base64,AA==",
-                 "http://127.0.0.1:1/v.mp4", "data:video/mp4;base64,AA==",
-                 "http://127.0.0.1:1/missing.png", files={})  # fmt: skip
+URLS = MediaURLs(
+    "http://127.0.0.1:1/i.png",
+    "data:image/png;base64,AA==",
+    "http://127.0.0.1:1/v.mp4",
+    "data:video/mp4;base64,AA==",
+    "http://127.0.0.1:1/missing.png",
+    files={},
+)
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
@@ -68,8 +73,15 @@ def test_warmups_cover_each_media_kind_once() -> None:
 def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:
     """A judge of canned answers: no checkpoint behind them, so no model's answer to compare,
     and no launch to send media twins to."""
-    return CaseJudge(PROFILES[profile], tier, "/nowhere", URLS, store, signature,  # type: ignore[arg-type]
-                     JudgeSettings(model_answer=False, relations=False))  # fmt: skip
+    return CaseJudge(
+        PROFILES[profile],
+        tier,
+        "/nowhere",
+        URLS,
+        store,
+        signature,  # type: ignore[arg-type]
+        JudgeSettings(model_answer=False, relations=False),
+    )
 
 
 def verdict(judge: CaseJudge, request: RequestSpec, resp: requests.Response) -> list[str]:

@@ -17,9 +17,15 @@ SECRET = "hf_DoNotLeakThis0123456789"
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("HF_TOKEN", True), ("OPENAI_API_KEY", True), ("GITHUB_TOKEN", True), ("HF_HOME", False),
-     ("DYN_HTTP_PORT", False), ("TOKENIZERS_PARALLELISM", False)],
-)  # fmt: skip
+    [
+        ("HF_TOKEN", True),
+        ("OPENAI_API_KEY", True),
+        ("GITHUB_TOKEN", True),
+        ("HF_HOME", False),
+        ("DYN_HTTP_PORT", False),
+        ("TOKENIZERS_PARALLELISM", False),
+    ],
+)
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret(name) is secret
 
@@ -34,8 +40,9 @@ def test_a_secret_in_a_role_log_stays_out_of_the_verdict(tmp_path: Path) -> None
     # The real mocker rejects an unknown flag and echoes it into its log: the secret is in the log.
     profile = fault_profile("mocker", launcher_args=["--", "--no-such-flag", SECRET])
     env = {**os.environ, "HF_TOKEN": SECRET}
-    topo = launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"),
-                  base_env=env)  # fmt: skip
+    topo = launch(
+        profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"), base_env=env
+    )
     with pytest.raises(TopologyFailure) as err, topo:
         pass
     assert err.value.cause == Cause.ROLE_EXITED

@@ -77,8 +77,10 @@ def test_encode_without_health_source_is_named_fast(
     after_s = failure.evidence.elapsed_s - first
     record_property("encode_endpoint_registered_s", first)
     record_property("verdict_after_registered_s", round(after_s, 2))
-    print(f"\nseed (a): encode endpoint up at {first:.1f} s, verdict {after_s:.2f} s later "
-          f"(total {failure.evidence.elapsed_s:.1f} s)")  # fmt: skip
+    print(
+        f"\nseed (a): encode endpoint up at {first:.1f} s, verdict {after_s:.2f} s later "
+        f"(total {failure.evidence.elapsed_s:.1f} s)"
+    )
     assert after_s <= NO_HEALTH_SOURCE_BOUND_S, failure.report()
 
 
@@ -92,8 +94,10 @@ def test_encode_never_up_is_named_at_register_budget(
     total = profile.cpu.budget.total_s if profile.cpu else 0.0
     record_property("verdict_s", failure.evidence.elapsed_s)
     took = failure.evidence.elapsed_s
-    print(f"\nseed (b): {failure.cause} naming {failure.evidence.role} after {took:.1f} s "
-          f"(register_s {REGISTER_S:.0f}, total {total:.0f})")  # fmt: skip
+    print(
+        f"\nseed (b): {failure.cause} naming {failure.evidence.role} after {took:.1f} s "
+        f"(register_s {REGISTER_S:.0f}, total {total:.0f})"
+    )
     assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
     assert failure.evidence.role == "encode", failure.report()
     assert "encode" in failure.evidence.detail["missing_roles"], failure.report()  # type: ignore[operator]

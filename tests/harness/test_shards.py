@@ -53,8 +53,9 @@ def test_each_case_once_with_its_launch_and_its_baseline(tier: Tier, count: int)
 
 def test_cpu_baselines_bind_launches_into_one_unit() -> None:
     """The E/P/D cases are judged against the agg answer on CPU, so they share a unit with it."""
-    qwen_unit = next(u for u in units(selection("cpu")) if any(
-        sc.test_id == "mm_agg_qwen3-vl-2b" for sc in u))  # fmt: skip
+    qwen_unit = next(
+        u for u in units(selection("cpu")) if any(sc.test_id == "mm_agg_qwen3-vl-2b" for sc in u)
+    )
     assert {"mm_epd_qwen3-vl-2b", "mm_e_pd_qwen3-vl-2b"} <= {sc.test_id for sc in qwen_unit}
     assert len({sc.signature for sc in qwen_unit}) > 1
 
@@ -118,10 +119,23 @@ def test_manifest_lists_every_shard(tmp_path: Path) -> None:
 def test_harness_list_prints_a_shard(tmp_path: Path) -> None:
     """With no recorded durations (a first run) it prints the budget-default split."""
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "list", "--shard", "2/2", "--tier", "cpu",
-         "--durations-from", str(tmp_path / "none.jsonl")],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "list",
+            "--shard",
+            "2/2",
+            "--tier",
+            "cpu",
+            "--durations-from",
+            str(tmp_path / "none.jsonl"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     plan = plan_shards(selection("cpu"), 2, {})
     assert done.stdout.splitlines()[0].startswith(
@@ -132,6 +146,9 @@ def test_harness_list_prints_a_shard(tmp_path: Path) -> None:
     ]
     bad = subprocess.run(
         [sys.executable, "-m", "harness", "list", "--shard", "3/2"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode != 0 and "--shard '3/2'" in bad.stderr

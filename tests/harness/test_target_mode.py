@@ -35,9 +35,12 @@ TARGETS = [
 def start_up(name: str, tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     up = subprocess.Popen(
         [sys.executable, "-m", "harness", "up", name, "--tier", "cpu"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "HARNESS_RUNS": str(tmp_path / "up-runs")},
-    )  # fmt: skip
+    )
     assert up.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 240
@@ -76,11 +79,26 @@ def target_file(name: str, up_output: str, tmp_path: Path) -> Path:
 
 def run_target(target: Path, results: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/serve", "-p", "no:cacheprovider", "-q",
-         "--target", str(target), "--results", str(results), "-rs"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/serve",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--target",
+            str(target),
+            "--results",
+            str(results),
+            "-rs",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "HARNESS_TEST_API_KEY": SECRET},
-    )  # fmt: skip
+    )
 
 
 def rows(results: Path) -> list[dict]:

@@ -92,9 +92,12 @@ def test_a_file_no_case_runs_is_refused() -> None:
 def test_each_side_says_which_launcher_copy_ran_and_what_was_seen(tmp_path: Path) -> None:
     changed = [Change(tmp_path / "epd.sh", EPD)]
     failing = make_result(
-        "mm_epd_qwen3-vl-2b", "failed", Cause.NO_HEALTH_SOURCE, launcher=EPD,
+        "mm_epd_qwen3-vl-2b",
+        "failed",
+        Cause.NO_HEALTH_SOURCE,
+        launcher=EPD,
         message="encode: /health answered 503 for 30.0 s. Registered at 2.0 s\nmore detail",
-    )  # fmt: skip
+    )
     baseline = make_result("mm_e_pd_qwen3-vl-2b", launcher="launchers/vllm/e_pd.sh")
     write_jsonl(tmp_path / "results.jsonl", [baseline, failing])
     rows = side_results(tmp_path, "changed", changed)
@@ -136,9 +139,24 @@ def test_dry_run_prints_both_containers_without_a_daemon(
 ) -> None:
     copy = tmp_path / "epd.sh"
     copy.write_text("#!/usr/bin/env bash\n")
-    code = main(["validate", "image", "img", "--change", f"{copy}:{EPD}", "--dry-run",
-                 "--ids", "mm_epd_qwen3-vl-2b", "--results-dir", str(tmp_path / "v"),
-                 "--", "-x", "--ids", "not-ours"])  # fmt: skip
+    code = main(
+        [
+            "validate",
+            "image",
+            "img",
+            "--change",
+            f"{copy}:{EPD}",
+            "--dry-run",
+            "--ids",
+            "mm_epd_qwen3-vl-2b",
+            "--results-dir",
+            str(tmp_path / "v"),
+            "--",
+            "-x",
+            "--ids",
+            "not-ours",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0
     shipped, changed = err.split("harness validate: changed run")

@@ -77,9 +77,24 @@ def test_the_seed_table_for_a_checkout(
 ) -> None:
     checkout = seed_checkout(tmp_path, contract)
     started = time.monotonic()
-    code = main(["validate", "checkout", str(checkout), "--base", "HEAD~1", "--ids",
-                 ",".join(SRC_IDS), "--profiles", str(CHECKOUT_PROFILES), "--results-dir",
-                 str(tmp_path / "out"), "--", "--profiles", str(CHECKOUT_PROFILES)])  # fmt: skip
+    code = main(
+        [
+            "validate",
+            "checkout",
+            str(checkout),
+            "--base",
+            "HEAD~1",
+            "--ids",
+            ",".join(SRC_IDS),
+            "--profiles",
+            str(CHECKOUT_PROFILES),
+            "--results-dir",
+            str(tmp_path / "out"),
+            "--",
+            "--profiles",
+            str(CHECKOUT_PROFILES),
+        ]
+    )
     took = time.monotonic() - started
     table = capsys.readouterr().out
     print(f"\n[{contract}]\n{table}\n(validate took {took:.0f} s)")

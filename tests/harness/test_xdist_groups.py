@@ -25,8 +25,19 @@ def test_member(group, i):
 def test_each_group_runs_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "test_groups.py").write_text(SUITE)
     out = tmp_path / "out.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p",
-           "no:cacheprovider", str(tmp_path)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        "-p",
+        "no:cacheprovider",
+        str(tmp_path),
+    ]
     env = {"OUT": str(out), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
