@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from harness.core.paths import sglang_python
 from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GpuInventory
 from harness.machine.leases import GpuUnavailable, PortRegistry, shortfall
@@ -74,7 +75,14 @@ class ServeCase:
         if self.tier == "cpu":
             if self.profile.cpu is None:
                 return f"GPU tier only: {self.profile.cpu_skip}"
-            return f"GPU tier only: {self.case.cpu_skip}" if self.case.cpu_skip else None
+            if self.case.cpu_skip:
+                return f"GPU tier only: {self.case.cpu_skip}"
+            if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
+                return (
+                    f"the CPU tier's SGLang venv is not installed ({sglang_python()}): run "
+                    "scripts/bootstrap.sh (HARNESS_SGLANG_CPU=0 skips building it)"
+                )
+            return None
         if self.case.gpu_skip:
             return self.case.gpu_skip
         if self.profile.accelerator == "xpu":

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         f"audit: {len(paths)} profile(s), {len(result.launches)} launch(es), "
         f"{len(result.findings)} finding(s) in {result.seconds:.1f} s. Engine flags: dynamo.vllm "
         "and dynamo.frontend by their installed parsers; dynamo.sglang by its installed Dynamo "
-        f"arg groups + SGLang's flag table ({table()['source'][:60]}…), since SGLang is not "
-        "installable here."
+        f"arg groups + SGLang's flag table ({table()['source'][:60]}…), since SGLang lives in "
+        "its own venv (its transformers pin differs from vLLM's)."
     )
     return 1 if result.findings else 0

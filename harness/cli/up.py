@@ -37,7 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--case", help=f"case suffix whose launcher args to use ({DEFAULT_CASE}: no suffix)"
     )
     parser.add_argument(
-        "--no-warmup", action="store_true", help="skip the text warm-up request before 'ready'"
+        "--no-warmup",
+        action="store_true",
+        help="skip the text warm-up request before 'ready' (sent where the profile's cases send "
+        "text alone)",
     )
     add_profiles_option(parser)
     return parser
@@ -98,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
     tier = detect_tier(args.tier)
     if profile.tier(tier) is None:
         raise CliError(f"{profile.source}: no {tier} tier: {profile.cpu_skip}")
-    warmups = [] if args.no_warmup else [TEXT_WARMUP]
+    # a text warm-up only where the profile's cases send text alone: Dynamo's SGLang E/PD encode
+    # worker refuses a request without media
+    sends_text = any(not r.media for c in profile.cases for r in (c, *c.follow_ups))
+    warmups = [TEXT_WARMUP] if sends_text and not args.no_warmup else []
     started = time.monotonic()
     with interrupt_on_term():
         topo = launch(profile, tier, case, warmups)

@@ -200,8 +200,9 @@ def defect_ids(profiles: list[Profile], files: list[str]) -> list[str]:
         for p in profiles
         for case in p.cases
         if any(
-            r.cpu.known_defect and r.cpu.known_defect.root_cause.file in files
+            defect.root_cause.file in files
             for r in (case, *case.follow_ups)
+            for defect in r.cpu.defects
         )
     ]
 

@@ -81,8 +81,8 @@ class CaseJudge:
         come out. Raises where it did not: a failing oracle, or a declared defect that no longer
         shows (the defect is gone: remove the declaration)."""
         prefix = oracle.prefix
-        defect = answer.request.cpu.known_defect if self.tier == "cpu" else None
-        if defect is None or oracle.defect not in defect.oracles:
+        defect = answer.request.cpu.defect_of(oracle.defect) if self.tier == "cpu" else None
+        if defect is None:
             return self.must(result, prefix, oracle.failure_cause(answer))
         if not self.settings.excuse_defects:  # judged as if undeclared; a failure names it
             if result.passed:

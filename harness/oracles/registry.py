@@ -486,10 +486,9 @@ class RequestOracles:
 
 def request_oracles(request: RequestSpec, tier: Tier, profile: Profile) -> RequestOracles:
     scope = Scope(request, tier, profile)
-    defect = request.cpu.known_defect if tier == "cpu" else None
     labels, content = [], []
     for oracle in applicable(scope):
-        declared = defect is not None and oracle.defect in defect.oracles
+        declared = tier == "cpu" and request.cpu.defect_of(oracle.defect) is not None
         label = oracle.label(scope) + (DECLARED if declared else "")
         labels.append(label)
         if oracle.reads_content and not declared:

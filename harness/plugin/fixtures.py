@@ -37,7 +37,8 @@ def harness_media() -> Iterator[MediaURLs]:
 def harness_pool(
     request: pytest.FixtureRequest, harness_media: MediaURLs
 ) -> Iterator[TopologyPool]:
-    kinds: dict[str, set[str]] = {}
+    kinds: dict[str, set[str]] = {}  # the media kinds each launch's cases send, answered 200
+    texts: set[str] = set()  # the launches whose cases send a request with no media
     session = session_of(request.config)
     for item in request.session.items:
         sc = serve_case_of(item)
@@ -46,10 +47,16 @@ def harness_pool(
                 expect = req.gpu if sc.tier == "gpu" else req.cpu
                 if expect.status == 200:
                     kinds.setdefault(sc.signature, set()).update(req.media)
+                    if not req.media:
+                        texts.add(sc.signature)
     target: TargetSpec | None = session.target
     with TopologyPool(
         session.tier,
-        lambda sig: warmup_bodies(kinds.get(sig, set()), harness_media),  # type: ignore[arg-type]
+        lambda sig: warmup_bodies(
+            kinds.get(sig, set()),  # type: ignore[arg-type]
+            harness_media,
+            text=sig in texts or not kinds.get(sig),
+        ),
         opener=target_opener(target) if target else launch,
         say=progress_of(request.config).say,
     ) as pool:

@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.profiles.launchers import launcher_port_vars, text_with_used_files
-from harness.profiles.schema import CADENCE_MARKS, CaseSpec, Profile, Tier
+from harness.profiles.schema import CADENCE_MARKS, CaseSpec, KnownDefect, Profile, Tier
 
 
 class ProfileError(ValueError):
@@ -55,17 +55,23 @@ def unproven_defects(profile: Profile, root: Path) -> list[tuple[str, str]]:
     for i, case in enumerate(profile.cases):
         requests = [("", case), *((f".follow_ups[{j}]", f) for j, f in enumerate(case.follow_ups))]
         for where, request in requests:
-            defect = request.cpu.known_defect
-            if defect is None:
-                continue
-            field = f"cases[{i}]{where}.cpu.known_defect.proof"
-            doc, _, anchor = defect.proof.partition("#")
-            section = markdown_section(root / doc, anchor)
-            if section is None:
-                problems.append((field, f"{defect.proof}: no such file or heading"))
-            elif profile.test_id(case) not in section:
-                problems.append((field, f"{defect.proof} does not name {profile.test_id(case)}"))
+            for defect in request.cpu.defects:
+                problems += _unproven(profile, case, f"cases[{i}]{where}", defect, root)
     return problems
+
+
+def _unproven(
+    profile: Profile, case: CaseSpec, where: str, defect: KnownDefect, root: Path
+) -> list[tuple[str, str]]:
+    """The problem with one declared defect's proof, if any."""
+    field = f"{where}.cpu.known_defect.proof"
+    doc, _, anchor = defect.proof.partition("#")
+    section = markdown_section(root / doc, anchor)
+    if section is None:
+        return [(field, f"{defect.proof}: no such file or heading")]
+    if profile.test_id(case) not in section:
+        return [(field, f"{defect.proof} does not name {profile.test_id(case)}")]
+    return []
 
 
 def markdown_section(doc: Path, anchor: str) -> str | None:

@@ -121,7 +121,8 @@ class CpuExpect(Strict):
     prompt_tokens: bool = True
     same_as: str | None = None
     error_contains: str | None = None
-    known_defect: KnownDefect | None = None
+    # one declared upstream defect, or several with distinct roots, each failing its own oracles
+    known_defect: KnownDefect | list[KnownDefect] | None = None
 
     @model_validator(mode="after")
     def _refusals_say_why(self) -> CpuExpect:
@@ -129,6 +130,25 @@ class CpuExpect(Strict):
             self,
             content_fields=("prompt_tokens", "same_as", "known_defect"),
         )
+
+    @model_validator(mode="after")
+    def _one_defect_per_oracle(self) -> CpuExpect:
+        claimed = [oracle for defect in self.defects for oracle in defect.oracles]
+        twice = sorted({o for o in claimed if claimed.count(o) > 1})
+        if twice:
+            raise ValueError(f"known_defect: oracle(s) {twice} declared by more than one defect")
+        return self
+
+    @property
+    def defects(self) -> list[KnownDefect]:
+        """The declared upstream defects, as a list."""
+        if self.known_defect is None:
+            return []
+        return self.known_defect if isinstance(self.known_defect, list) else [self.known_defect]
+
+    def defect_of(self, oracle: str | None) -> KnownDefect | None:
+        """The declared defect that says `oracle` (its DefectOracle name) must fail, if any."""
+        return next((d for d in self.defects if oracle is not None and oracle in d.oracles), None)
 
 
 def _check_refusal(expect: BaseModel, content_fields: tuple[str, ...]) -> BaseModel:
@@ -258,8 +278,9 @@ class Profile(Strict):
     # Why a role of this launch listens on every interface, where the engine leaves no other
     # way; the loopback check is skipped for it (harness/topology/readiness.py loopback_only).
     not_loopback: str | None = Field(default=None, min_length=20)
-    # Leased ports a role must listen on beyond loopback, by the launcher's port variable, each
-    # with why (the engine gives it no bind address); every other listener is still checked.
+    # What must listen beyond loopback, each with why (the engine gives it no bind address): a
+    # leased port, by the launcher's port variable; or a role, for one OS-assigned port of it.
+    # Every other listener is still checked.
     wide_ports: dict[str, Annotated[str, Field(min_length=20)]] = {}
     marks: list[str]
     env: dict[str, str] = {}

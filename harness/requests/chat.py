@@ -86,9 +86,11 @@ def request_body(request: RequestSpec, urls: MediaURLs, top_logprobs: int | None
     return body
 
 
-def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs) -> list[dict]:
-    """One short request per media kind (plus text) so every stage has served before timing."""
-    bodies = [chat_body("Say hello.", [], 2, urls)]
+def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True) -> list[dict]:
+    """One short request per media kind so every stage has served before timing, and one with
+    no media where the cases send one (`text`): Dynamo's SGLang E/PD encode worker, which faces
+    the frontend, refuses a request with no media ("multi_modal_data is required")."""
+    bodies = [chat_body("Say hello.", [], 2, urls)] if text else []
     for kind in sorted(set(kinds) - MALFORMED):
         bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
     return bodies

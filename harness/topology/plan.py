@@ -178,8 +178,10 @@ class LaunchPlan:
     dynamo_src: DynamoSource | None = None  # the checkout whose Python the roles run
     # False where the profile says why a role must listen on every interface (not_loopback).
     loopback_only: bool = True
-    # Leased ports the profile lets listen beyond loopback (its `wide_ports`, by number).
+    # What the profile lets listen beyond loopback (its `wide_ports`): leased ports by number,
+    # and roles allowed one OS-assigned listener each.
     wide_ports: frozenset[int] = frozenset()
+    wide_roles: frozenset[str] = frozenset()
 
     @property
     def argv(self) -> list[str]:
@@ -354,11 +356,13 @@ def resolve(
     launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
     if launcher != root / profile.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
-    unknown = sorted(set(profile.wide_ports) - set(ports))
+    role_names = {r.name for r in profile.roles}
+    unknown = sorted(set(profile.wide_ports) - set(ports) - role_names)
     if unknown:
         raise TopologyFailure(
             Cause.LAUNCHER_INVALID,
-            f"{profile.source}: wide_ports: {unknown} are no port variables {launcher.name} reads",
+            f"{profile.source}: wide_ports: {unknown} are neither port variables "
+            f"{launcher.name} reads nor roles of the profile",
             Evidence(phase="spawn"),
         )
     return LaunchPlan(
@@ -378,7 +382,8 @@ def resolve(
         env=env,
         dynamo_src=source,
         loopback_only=profile.not_loopback is None,
-        wide_ports=frozenset(ports[var] for var in profile.wide_ports),
+        wide_ports=frozenset(ports[key] for key in profile.wide_ports if key in ports),
+        wide_roles=frozenset(key for key in profile.wide_ports if key in role_names),
     )
 
 

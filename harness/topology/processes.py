@@ -100,9 +100,11 @@ def _describe_pid(pid: int | None) -> str:
 LOOPBACK = ("127.0.0.1", "::1")
 
 
-def exposed_listeners(pids: Iterable[int], allowed_ports: Iterable[int] = ()) -> list[str]:
-    """'address:port (pid: cmdline)' for every socket these processes listen on beyond loopback,
-    but on `allowed_ports`."""
+def exposed_listeners(
+    pids: Iterable[int], allowed_ports: Iterable[int] = ()
+) -> list[tuple[int | None, str]]:
+    """(pid, 'address:port (pid: cmdline)') for every socket these processes listen on beyond
+    loopback, but on `allowed_ports`."""
     allowed = set(allowed_ports)
     wanted = set(pids)
     found = []
@@ -111,8 +113,9 @@ def exposed_listeners(pids: Iterable[int], allowed_ports: Iterable[int] = ()) ->
             if conn.status != psutil.CONN_LISTEN or conn.pid not in wanted or not conn.laddr:
                 continue
             if conn.laddr.ip not in LOOPBACK and conn.laddr.port not in allowed:
-                found.append(f"{conn.laddr.ip}:{conn.laddr.port} ({_describe_pid(conn.pid)})")
-    return sorted(found)
+                where = f"{conn.laddr.ip}:{conn.laddr.port} ({_describe_pid(conn.pid)})"
+                found.append((conn.pid, where))
+    return sorted(found, key=lambda item: item[1])
 
 
 _POLL_S = 0.02

@@ -17,6 +17,7 @@ through one view, `Observed`, so it does not import the topology it serves.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Sequence
@@ -408,8 +409,16 @@ class LoopbackOnly(Check):
     what = "the loopback check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
-        pids = (p.pid for p in topo.processes())
-        exposed = exposed_listeners(pids, allowed_ports=topo.plan.wide_ports)
+        procs = {p.pid: p for p in topo.processes()}
+        found = exposed_listeners(procs, allowed_ports=topo.plan.wide_ports)
+        allowed = set(topo.plan.wide_roles)  # one OS-assigned listener each
+        exposed = []
+        for pid, where in found:
+            role = role_of_pid(topo.plan, procs.get(pid) if pid else None)
+            if role in allowed:
+                allowed.discard(role)
+            else:
+                exposed.append(where)
         if exposed:
             return topo.failure(
                 Cause.EXPOSED_LISTENER,
@@ -453,6 +462,17 @@ class RanDynamoSource(Check):
                     role=role.name,
                 )
         return super().failure(topo, left_s)
+
+
+def role_of_pid(plan: LaunchPlan, proc: psutil.Process | None) -> str | None:
+    """The role whose process (NAME.pid) is `proc` or one of its ancestors."""
+    pids = {role_pid(plan.log_dir, r.name): r.name for r in plan.roles}
+    with contextlib.suppress(psutil.Error):
+        while proc is not None:
+            if proc.pid in pids:
+                return pids[proc.pid]
+            proc = proc.parent()
+    return None
 
 
 def role_pid(log_dir: Path, role: str) -> int | None:

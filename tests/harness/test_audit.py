@@ -149,14 +149,38 @@ def test_served_model_name_mismatch_is_flagged(tmp_path: Path) -> None:
     assert any("[worker] registers as 'other'" in ln for ln in lines), lines
 
 
-def test_sglang_workers_are_refused_on_the_cpu_tier() -> None:
-    """The role adapter, the one place that knows the tier, refuses an SGLang worker on the CPU
-    tier by name (ours and a checkout's launchers alike carry no device branch)."""
-    from harness.topology.role_adapter import Refused, adapt
+def test_sglang_workers_map_to_the_cpu_tier_and_pd_disaggregation_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The role adapter, the one place that knows the tier, runs an SGLang worker on the CPU
+    tier with the SGLang venv's python and SGLang's CPU backend (page size dropped: the paged
+    allocator is a GPU kernel); prefill/decode disaggregation, which needs a KV transfer backend
+    the CPU tier has not got, is refused by name; so is a missing SGLang venv."""
+    from harness.topology.role_adapter import SGLANG_PYTHON_ENV, Refused, adapt
 
-    env = {"HARNESS_DEVICE": "cpu", "HARNESS_ROLE": "worker", "HARNESS_PROFILE_MODEL": "m"}
-    with pytest.raises(Refused, match=r"the CPU tier runs dynamo\.vllm workers only"):
-        adapt(["-m", "dynamo.sglang", "--model-path", "m"], env)
+    python = tmp_path / "python"
+    python.touch()
+    env = {
+        "HARNESS_DEVICE": "cpu",
+        "HARNESS_ROLE": "worker",
+        "HARNESS_PROFILE_MODEL": "m",
+        "HARNESS_CPU_MODEL": "/tiny",
+        SGLANG_PYTHON_ENV: str(python),
+    }
+    launcher_args = "--model-path m --page-size 16 --tp-size 1 --mem-fraction-static 0.8"
+    out = adapt(["-m", "dynamo.sglang", *launcher_args.split(), "--skip-tokenizer-init"], env)
+    assert out.python == str(python)
+    args = out.argv[2:]
+    assert args[:2] == ["--model-path", "/tiny"]
+    assert "--page-size" not in args and "--mem-fraction-static" not in args
+    assert args[args.index("--device") + 1] == "cpu"
+    assert args[args.index("--attention-backend") + 1] == "torch_native"
+    assert args[args.index("--dtype") + 1] == "float32"
+    assert out.env["SGLANG_USE_CPU_ENGINE"] == "1"
+    with pytest.raises(Refused, match=r"prefill/decode disaggregation .* transfer backend"):
+        adapt(["-m", "dynamo.sglang", "--model-path", "m", "--disaggregation-mode", "decode"], env)
+    with pytest.raises(Refused, match=r"SGLang venv is not installed"):
+        adapt(["-m", "dynamo.sglang", "--model-path", "m"], {**env, SGLANG_PYTHON_ENV: "/none"})
 
 
 def _with_gpu(tmp_path: Path, profile: str, **gpu: object) -> Path:

@@ -223,3 +223,34 @@ def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
     profile.write_text(text.replace("    function: encode_image_embeddings\n", ""))
     with pytest.raises(ProfileError, match=r"known_defect.root_cause.function: Field required"):
         load_profile(profile, tmp_path)
+
+
+def test_a_request_may_declare_defects_with_distinct_roots_one_per_oracle() -> None:
+    """Two declared defects on one request, each with its own oracles; an oracle declared by
+    two of them is refused (which root it shows would be ambiguous)."""
+    from harness.profiles.schema import CpuExpect
+
+    def defect(name: str, oracles: list[str]) -> dict[str, object]:
+        return {
+            "id": name,
+            "oracles": oracles,
+            "effect": "the effect as it was measured on the CPU tier",
+            "proof": f"docs/upstream-defects.md#{name}",
+            "root_cause": {
+                "file": "dynamo/sglang/protocol.py",
+                "function": "PreprocessedRequest",
+                "computes": "something other than the model computes",
+                "model_computes": "what the model computes there itself",
+            },
+        }
+
+    two = CpuExpect.model_validate(
+        {"known_defect": [defect("a", ["prompt_tokens"]), defect("b", ["logprobs"])]}
+    )
+    assert [d.id for d in two.defects] == ["a", "b"]
+    assert two.defect_of("logprobs").id == "b"  # type: ignore[union-attr]
+    assert two.defect_of("hf_reference") is None
+    with pytest.raises(ValueError, match=r"oracle\(s\) \['logprobs'\] declared by more than one"):
+        CpuExpect.model_validate(
+            {"known_defect": [defect("a", ["logprobs"]), defect("b", ["logprobs"])]}
+        )

@@ -68,6 +68,10 @@ def test_warmups_cover_each_media_kind_once() -> None:
     bodies = warmup_bodies(["image_url", "image_url", "video_b64", "image_url_bare"], URLS)
     kinds = [[p["type"] for p in b["messages"][0]["content"]] for b in bodies]
     assert kinds == [["text"], ["image_url", "text"], ["video_url", "text"]]
+    media_only = warmup_bodies(["image_url"], URLS, text=False)
+    assert [[p["type"] for p in b["messages"][0]["content"]] for b in media_only] == [
+        ["image_url", "text"]
+    ]
 
 
 def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:

@@ -1,0 +1,45 @@
+"""SGLang on the CPU tier, for real: the second seed's class in Dynamo's SGLang multimodal
+worker. In a checkout made from the installed ai-dynamo with one edit (the PD worker of the
+SGLang E/PD topology serves its endpoint but never registers its model: the class of the
+upstream fault where multimodal workers never registered with discovery and the frontend
+answered 503), the topology fails never_registered naming the role, its missing card and what
+the frontend still waits for, long before the budget; nothing is left running or listening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli.validate import patched_checkout
+from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
+from harness.core.verdict import Cause, TopologyFailure
+from harness.profiles import load_profile
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.topology import launch
+
+pytestmark = [pytest.mark.heavy, pytest.mark.sglang, pytest.mark.cpu]
+
+SEED_PATCH = Path(__file__).parent / "sglang_worker_never_registers.patch"
+E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"
+
+
+def test_a_multimodal_worker_that_never_registers_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DYNAMO_SRC_ENV, str(patched_checkout(SEED_PATCH, tmp_path / "dynamo")))
+    profile = load_profile(E_PD, REPO_ROOT)
+    topo = launch(profile, "cpu", profile.cases[0])
+    with pytest.raises(TopologyFailure) as raised, topo:
+        pass
+    failure = raised.value
+    assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
+    assert failure.evidence.role == "pd", failure.report()
+    assert "role 'pd' registered its endpoint but no model card" in failure.message
+    needs = "the frontend still needs: encode (encode) needs prefill+decode or aggregated"
+    assert needs in failure.message.lower(), failure.message
+    budget = topo.plan.budget
+    assert failure.evidence.elapsed_s < budget.register_s, failure.report()
+    assert marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id) == []
+    assert listening_ports(topo.plan.ports.values()) == []
