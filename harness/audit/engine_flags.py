@@ -1,14 +1,13 @@
 """Engine flags checked with the engines' own argument parsers, imported once per audit run.
 
-dynamo.frontend and dynamo.vllm parse with their installed parsers. dynamo.sglang parses
-without SGLang (CUDA-only wheels, not on the CPU tier): `parse` mirrors
+dynamo.frontend and dynamo.vllm parse with their installed parsers. dynamo.sglang parses without
+SGLang (it lives in its own venv: SGLang and vLLM pin different transformers): `parse` mirrors
 `dynamo/sglang/args.py:parse_args` up to `sglang_only_parser.parse_args`: the Dynamo runtime +
 SGLang-wrapper arg groups and router flags come from the installed ai-dynamo; the multimodal
-normalisation (`--disaggregation-mode encode|pd` to SGLang's values) is the installed args.py's
-own functions, loaded from its source; the remaining args meet a parser rebuilt from
-sglang_flags.json (SGLang's real ServerArgs.add_cli_args, dumped from its release wheel by
-sglang_flags_dump.py). Not covered: ServerArgs.from_cli_args (loads the model config) and
-SGLang's own validation."""
+normalisation (`--disaggregation-mode encode|pd` to SGLang's values) is the installed args.py's own
+functions, loaded from its source; the remaining args meet a parser rebuilt from sglang_flags.json
+(SGLang's real ServerArgs.add_cli_args, dumped from its release wheel by sglang_flags_dump.py). Not
+covered: ServerArgs.from_cli_args (loads the model config) and SGLang's own validation."""
 
 from __future__ import annotations
 

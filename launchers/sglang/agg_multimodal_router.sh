@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multimodal KV router on SGLang: the frontend routes by KV-cache overlap (--router-mode kv) over
 # two aggregated dynamo.sglang workers that decode media in the frontend and publish their KV
-# events. GPU only (CUDA-only wheels). Upstream: examples/backends/sglang/launch/
+# events. On CPU: the role adapter (the CPU tier's SGLang venv).
+# Upstream: examples/backends/sglang/launch/
 # agg_multimodal_router.sh (michaelfeil/dynamo 5a47eb63; SINGLE_GPU=true there is --single-gpu).
 # Usage: agg_multimodal_router.sh [--single-gpu]
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # E/PD on SGLang: frontend + encode worker (the frontend-facing one: it registers the model and
-# forwards embeddings) + one internal prefill-decode worker. GPU only (CUDA-only wheels).
+# forwards embeddings) + one internal prefill-decode worker. On CPU: the role adapter (SGLang venv).
 # Usage: disagg_multimodal_e_pd.sh [--single-gpu] [--frontend-decoding]
 #        [--multimodal-embedding-cache-capacity-gb GB]
 set -euo pipefail
