@@ -283,6 +283,16 @@ def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict) -> 
         )
 
 
+def served_name(kept: list[tuple[str, str | None]], served: str, out: Adapted) -> set[str]:
+    """The profile's model name served where the launcher names none (the tiny checkpoint's
+    path would be the name otherwise); the flags kept, by name."""
+    names = {name for name, _ in kept}
+    if "--served-model-name" not in names and served:
+        kept.append(("--served-model-name", served))
+        out.notes.append(f"added --served-model-name {served}")
+    return names
+
+
 def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
     """A dynamo.vllm worker's flags on the CPU tier."""
     model_dir, served = env[CPU_MODEL_ENV], env.get(PROFILE_MODEL_ENV, "")
@@ -315,10 +325,7 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
             kept.append((name, value))
         else:
             raise Refused(f"{name}{'' if value is None else ' ' + value}")
-    names = {name for name, _ in kept}
-    if "--served-model-name" not in names and served:
-        kept.append(("--served-model-name", served))
-        out.notes.append(f"added --served-model-name {served}")
+    names = served_name(kept, served, out)
     cpu = shlex.split(CPU_ARGS_FILE.read_text().split("\n#", 1)[0])
     cpu += ["--kv-cache-memory-bytes", env.get("HARNESS_CPU_KV_BYTES", "64M")]
     out.notes.append(f"added the CPU tier's engine flags: {' '.join(cpu)}")
@@ -369,10 +376,7 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
             kept.append((name, value))
         else:
             raise Refused(f"{name}{'' if value is None else ' ' + value}")
-    names = {name for name, _ in kept}
-    if "--served-model-name" not in names and served:
-        kept.append(("--served-model-name", served))
-        out.notes.append(f"added --served-model-name {served}")
+    names = served_name(kept, served, out)
     mode = dict(kept).get("--disaggregation-mode")
     extra: list[str] = []
     if EMBEDDING_TRANSFER not in names and mode == "encode":

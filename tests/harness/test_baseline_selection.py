@@ -41,16 +41,8 @@ def test_a_baseline_from_the_same_launch_does_not_count() -> None:
 def test_collection_reports_what_it_pulled_in() -> None:
     run = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/serve",
-            "-m",
-            "post_merge",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
+            *(sys.executable, "-m", "pytest", "tests/serve", "-m", "post_merge"),
+            *("--collect-only", "-q", "-p", "no:cacheprovider"),
             "--tier",
             "cpu",
             "-k",

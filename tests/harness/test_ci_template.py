@@ -72,16 +72,8 @@ def test_both_shards_then_the_merge_give_the_unsharded_set(tmp_path: Path) -> No
     shard_ids = [r["test_id"] for r in merged]
     collect = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/serve",
-            "-m",
-            "post_merge",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
+            *(sys.executable, "-m", "pytest", "tests/serve", "-m", "post_merge"),
+            *("--collect-only", "-q", "-p", "no:cacheprovider"),
             *SELECTION,
         ],
         cwd=REPO_ROOT,

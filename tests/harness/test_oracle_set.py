@@ -21,16 +21,8 @@ from harness.oracles.registry import (
     case_oracles,
 )
 from harness.profiles import load_profiles
-from harness.requests.chat import MediaURLs
+from tests.harness.canned import URLS
 
-URLS = MediaURLs(
-    "http://127.0.0.1:1/i.png",
-    "data:image/png;base64,AA==",
-    "http://127.0.0.1:1/v.mp4",
-    "data:video/mp4;base64,AA==",
-    "http://127.0.0.1:1/missing.png",
-    files={},
-)
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 
 

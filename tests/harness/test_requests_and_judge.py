@@ -13,17 +13,10 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import PromptTokens
 from harness.profiles import RequestSpec, load_profiles
-from harness.requests.chat import MediaURLs, chat_body, fingerprint, warmup_bodies
+from harness.requests.chat import chat_body, fingerprint, warmup_bodies
 from harness.topology.roles import HealthSample
+from tests.harness.canned import URLS
 
-URLS = MediaURLs(
-    "http://127.0.0.1:1/i.png",
-    "data:image/png;base64,AA==",
-    "http://127.0.0.1:1/v.mp4",
-    "data:video/mp4;base64,AA==",
-    "http://127.0.0.1:1/missing.png",
-    files={},
-)
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
