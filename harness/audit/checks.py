@@ -369,6 +369,23 @@ def _stray_ports(call: Invocation, values: set[int]) -> list[str]:
     return stray
 
 
+def check_wide_ports(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
+    """Each `wide_ports` entry names a port variable the launcher reads or a role: any other
+    exempts nothing, and the listener it meant is held to loopback."""
+    roles = {r.name for r in profile.roles}
+    return [
+        Finding(
+            launcher,
+            "profile",
+            f"wide_ports names {key}, which is neither a port variable the launcher reads nor a "
+            "role of the profile",
+            "name the launcher's port variable (or the role) whose listener must be wide",
+        )
+        for key in profile.wide_ports
+        if key not in cap.plan.ports and key not in roles
+    ]
+
+
 def check_ports(cap: Capture, launcher: str) -> list[Finding]:
     out: list[Finding] = []
     if cap.returncode != 0:

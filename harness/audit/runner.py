@@ -18,6 +18,7 @@ from harness.audit.checks import (
     check_memory,
     check_ports,
     check_sglang_registration,
+    check_wide_ports,
 )
 from harness.audit.engine_flags import table
 from harness.core.paths import REPO_ROOT
@@ -76,6 +77,7 @@ def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
             launcher = _display(plan.launcher, root)
             found = [
                 *check_ports(cap, launcher),
+                *check_wide_ports(profile, cap, launcher),
                 *check_health(profile, cap, launcher),
                 *check_flags_and_registration(cap, launcher),
             ]

@@ -183,6 +183,18 @@ def test_sglang_workers_map_to_the_cpu_tier_and_pd_disaggregation_is_refused(
         adapt(["-m", "dynamo.sglang", "--model-path", "m"], {**env, SGLANG_PYTHON_ENV: "/none"})
 
 
+def test_a_wide_port_the_launcher_does_not_read_is_named(tmp_path: Path) -> None:
+    """A `wide_ports` entry that names no port variable of the launcher and no role exempts
+    nothing: the audit names it (the listener it meant is still held to loopback)."""
+    raw = yaml.safe_load((REPO_ROOT / "profiles" / "sglang/agg_qwen3-vl-2b.yaml").read_text())
+    raw["launcher"] = str(REPO_ROOT / raw["launcher"])
+    raw["wide_ports"] = {"SGLANG_NCCL_PORT9": raw["wide_ports"]["SGLANG_NCCL_PORT1"]}
+    copy = tmp_path / "agg_qwen3-vl-2b.yaml"
+    copy.write_text(yaml.safe_dump(raw))
+    lines = _lines(copy)
+    assert any("[profile] wide_ports names SGLANG_NCCL_PORT9" in ln for ln in lines), lines
+
+
 def _with_gpu(tmp_path: Path, profile: str, **gpu: object) -> Path:
     """A copy of a shipped profile with GPU-tier fields changed (its launcher stays shipped)."""
     raw = yaml.safe_load((REPO_ROOT / "profiles" / profile).read_text())
