@@ -6,4 +6,5 @@ FROM ${VENV_IMAGE}
 LABEL serve-harness.image=cpu
 COPY . /workspace
 ENV PATH=/workspace/.venv/bin:$PATH \
-    HARNESS_TIER=cpu
+    HARNESS_TIER=cpu \
+    HARNESS_SGLANG_CPU=0

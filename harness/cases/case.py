@@ -13,6 +13,7 @@ Which cases run, in which order and on which shard: selection.py."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,11 @@ class ServeCase:
             if self.case.cpu_skip:
                 return f"GPU tier only: {self.case.cpu_skip}"
             if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
+                if os.environ.get("HARNESS_SGLANG_CPU") == "0":
+                    return (
+                        "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here "
+                        "(the CPU serving image leaves it out)"
+                    )
                 return (
                     f"the CPU tier's SGLang venv is not installed ({sglang_python()}): run "
                     "scripts/bootstrap.sh (HARNESS_SGLANG_CPU=0 skips building it)"

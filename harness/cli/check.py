@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.cli.main import add_profiles_option, profiles_in, reports_user_errors
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT, SGLANG_VENV
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GIB, GpuDevice, GpuInventory
@@ -186,6 +186,42 @@ def engine_parity_findings(lock: Path, dynamo_requires: Sequence[str]) -> list[F
     return [Finding(status, "engine", f"{lock.name}: {'; '.join(wrong)}")]
 
 
+SGLANG_LOCK = REPO_ROOT / "requirements" / "cpu-sglang.lock"
+
+
+def sglang_venv_findings(venv: Path, lock: Path, dynamo_requires: Sequence[str]) -> list[Finding]:
+    """CPU tier: the venv the role adapter runs `dynamo.sglang` roles with (.venv-sglang) holds
+    its lock as pinned, and the lock's sglang is the one ai-dynamo's [sglang] extra pins (only
+    sglang: the extra's nixl[cu13] and cupy-cuda13x are the GPU's)."""
+    sites = sorted(venv.glob("lib/python*/site-packages"))
+    if not sites:
+        why = "HARNESS_SGLANG_CPU=0" if os.environ.get("HARNESS_SGLANG_CPU") == "0" else "absent"
+        return [
+            Finding(
+                "warn",
+                "sglang",
+                f"no SGLang venv at {venv} ({why}): the SGLang CPU cases skip; "
+                "scripts/bootstrap.sh builds it",
+            )
+        ]
+    found = {
+        canonicalize_name(d.metadata["Name"]): d.version
+        for d in metadata.distributions(path=[str(sites[0])])
+    }
+    installed = [
+        Finding("ok" if f.status == "ok" else "fail", "sglang", f"{venv.name}: {f.detail}")
+        for f in lock_findings(lock, lambda name: found.get(canonicalize_name(name)))
+    ]
+    pin = engine_pins(dynamo_requires, "sglang").get("sglang")
+    locked = lock_versions(lock).get("sglang")
+    if pin == locked:
+        return [*installed, Finding("ok", "sglang", f"sglang {locked}: the one {DYNAMO} pins")]
+    return [
+        *installed,
+        Finding("fail", "sglang", f"{DYNAMO} pins sglang {pin}, {lock.name} has {locked}"),
+    ]
+
+
 def installed_version(name: str) -> str | None:
     try:
         return metadata.version(canonicalize_name(name))
@@ -291,6 +327,8 @@ def check_machine(
         findings += engine_parity_findings(lock, requires or [])
         site = Path(sysconfig.get_paths()["purelib"])
         findings += shim_findings(site, REPO_ROOT / "scripts" / "apply_shims.py")
+        if any(p.stack == "dynamo-sglang" for p in runnable) and cpu_lock().name == "cpu.lock":
+            findings += sglang_venv_findings(SGLANG_VENV, SGLANG_LOCK, requires or [])
     else:
         requires = metadata.requires(DYNAMO) if installed_version(DYNAMO) else []
         if not requires:

@@ -122,7 +122,12 @@ class CpuExpect(Strict):
     same_as: str | None = None
     error_contains: str | None = None
     # one declared upstream defect, or several with distinct roots, each failing its own oracles
-    known_defect: KnownDefect | list[KnownDefect] | None = None
+    known_defect: list[KnownDefect] = Field(default_factory=list)
+
+    @field_validator("known_defect", mode="before")
+    @classmethod
+    def _one_defect_is_a_list_of_one(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
 
     @model_validator(mode="after")
     def _refusals_say_why(self) -> CpuExpect:
@@ -142,9 +147,7 @@ class CpuExpect(Strict):
     @property
     def defects(self) -> list[KnownDefect]:
         """The declared upstream defects, as a list."""
-        if self.known_defect is None:
-            return []
-        return self.known_defect if isinstance(self.known_defect, list) else [self.known_defect]
+        return self.known_defect
 
     def defect_of(self, oracle: str | None) -> KnownDefect | None:
         """The declared defect that says `oracle` (its DefectOracle name) must fail, if any."""

@@ -37,6 +37,10 @@ def venv_key(root: Path, tier: str) -> str:
     return f"{tier}-{digest}"
 
 
+# these tests are about the vLLM venv; the SGLang one would build for real (~3 min) in their cache
+NO_SGLANG = {"HARNESS_SGLANG_CPU": "0"}
+
+
 def fake_venv(cache: Path, name: str, age_s: float) -> Path:
     venv = cache / "venvs" / name
     (venv / "bin").mkdir(parents=True)
@@ -56,7 +60,7 @@ def test_pruning_keeps_three_and_never_a_venv_in_use(checkout: Path, tmp_path: P
         time.sleep(0.3)
         stamp = time.time() - 400  # creating the lock file touched the directory
         os.utime(held, (stamp, stamp))
-        env = {**os.environ, "HARNESS_CACHE": str(cache), "HARNESS_TIER": "cpu"}
+        env = {**os.environ, "HARNESS_CACHE": str(cache), "HARNESS_TIER": "cpu", **NO_SGLANG}
         run = subprocess.run(
             ["bash", str(checkout / "scripts/bootstrap.sh")],
             env=env,
@@ -87,7 +91,7 @@ def test_serve_suite_tier_flag_reaches_bootstrap(checkout: Path, tmp_path: Path)
     (cpu / "bin" / "python").write_text('#!/bin/sh\necho "python $*"\n')
     (cpu / "bin" / "python").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_TIER"}
-    env |= {"HARNESS_CACHE": str(cache), "PATH": f"{fake_bin}:{env['PATH']}"}
+    env |= {"HARNESS_CACHE": str(cache), "PATH": f"{fake_bin}:{env['PATH']}", **NO_SGLANG}
     run = subprocess.run(
         ["bash", str(checkout / "scripts/serve-suite"), "--tier", "cpu", "-q"],
         env=env,

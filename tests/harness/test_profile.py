@@ -219,9 +219,9 @@ def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
         "## LLaVA encoder: feature layer\n\nmm_e_pd_llava-1.5-7b "
         "mm_e_pd_llava-1.5-7b_b64_frontend_decoding\n"
     )
-    assert load_profile(profile, tmp_path).cases[0].cpu.known_defect is not None
+    assert load_profile(profile, tmp_path).cases[0].cpu.defects
     profile.write_text(text.replace("    function: encode_image_embeddings\n", ""))
-    with pytest.raises(ProfileError, match=r"known_defect.root_cause.function: Field required"):
+    with pytest.raises(ProfileError, match=r"known_defect.0.root_cause.function: Field required"):
         load_profile(profile, tmp_path)
 
 

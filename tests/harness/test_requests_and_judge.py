@@ -168,8 +168,8 @@ def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
     """A declared defect's oracle must fail (its line names the defect); once it passes, the case
     fails (remove the declaration); with --strict-defects its failure names the root cause."""
     case = PROFILES["e_pd_llava-1.5-7b"].cases[0]
-    defect = case.cpu.known_defect
-    assert defect is not None and "prompt_tokens" in defect.oracles
+    (defect,) = case.cpu.defects
+    assert "prompt_tokens" in defect.oracles
     judge = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
     seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=115)))
     shows = check_prompt_tokens(answer("x", prompt_tokens=115), 114)
