@@ -18,3 +18,12 @@ def urls(tmp_path: Path) -> Iterator[MediaURLs]:
     media = build_media(tmp_path / "media")
     with AssetServer(media.green_square_png.parent) as server:
         yield MediaURLs.serve(server, media)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `pytest -n N --dist loadgroup` (scripts/self-test): every test that launches real
+    engines runs on one worker, one after another (a 2-core box runs one topology at a time);
+    the rest spread over the other workers meanwhile."""
+    for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))

@@ -18,7 +18,14 @@ from harness.core.paths import REPO_ROOT
 
 TEMPLATE = REPO_ROOT / "docs" / "ci" / "gpu-serve-shards.yml"
 # two units of one launch each (LLaVA's agg and E/P/D are judged on their own): a case per shard
-SELECTION = ["--ids", "mm_agg_llava-1.5-7b,mm_epd_llava-1.5-7b", "--tier", "cpu"]
+# Two launches through the main command as CI runs it: a vLLM E/P/D and an SGLang aggregated one
+# (CI runs no full serve suite: .ci/run), plus a case the CPU tier skips (its row is merged too).
+SELECTION = [
+    "--ids",
+    "mm_epd_llava-1.5-7b,mm_sglang_agg_qwen3-vl-2b,mm_xpu_epd_qwen3-vl-2b",
+    "--tier",
+    "cpu",
+]
 
 
 def step(job: dict, name_part: str) -> str:
@@ -86,6 +93,12 @@ def test_both_shards_then_the_merge_give_the_unsharded_set(tmp_path: Path) -> No
     assert sorted(shard_ids) == sorted(unsharded) and len(shard_ids) == len(set(shard_ids))
     junit = (runs / "junit-merged.xml").read_text()
     assert all(f'name="{tid}"' in junit for tid in unsharded)
-    assert sorted(unsharded) == ["mm_agg_llava-1.5-7b", "mm_epd_llava-1.5-7b"]
+    assert sorted(unsharded) == sorted(SELECTION[1].split(","))
+    outcomes = {r["test_id"]: r["outcome"] for r in merged}
+    assert outcomes == {
+        "mm_epd_llava-1.5-7b": "passed",
+        "mm_sglang_agg_qwen3-vl-2b": "passed",
+        "mm_xpu_epd_qwen3-vl-2b": "skipped",
+    }
     report = (runs / "report.md").read_text()
     assert all(f"| {tid} |" in report for tid in unsharded)
