@@ -118,6 +118,18 @@ def test_load_results_reads_valid_lines_and_skips_blank(tmp_path: Path) -> None:
         (json.dumps(make_result("x", phases={"launch": -1})), r":2: field 'phases': phase"),
         (json.dumps([1, 2]), r":2: expected a JSON object, got list"),
     ],
+    # named, not the line itself: a line holds the time it was made (xdist workers must agree)
+    ids=[
+        "not_json",
+        "tier",
+        "model",
+        "ready_s",
+        "duration_s",
+        "started_at",
+        "timeline",
+        "phases",
+        "list",
+    ],
 )
 def test_bad_line_error_names_file_line_and_field(
     tmp_path: Path, bad_line: str, expected: str
