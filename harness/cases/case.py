@@ -13,7 +13,6 @@ Which cases run, in which order and on which shard: selection.py."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.core.paths import sglang_python
+from harness.core.paths import sglang_python, sglang_venv_left_out
 from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GpuInventory
 from harness.machine.leases import GpuUnavailable, PortRegistry, shortfall
@@ -79,7 +78,7 @@ class ServeCase:
             if self.case.cpu_skip:
                 return f"GPU tier only: {self.case.cpu_skip}"
             if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
-                if os.environ.get("HARNESS_SGLANG_CPU") == "0":
+                if sglang_venv_left_out():
                     return (
                         "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here "
                         "(the CPU serving image leaves it out)"

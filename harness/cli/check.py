@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.cli.main import add_profiles_option, profiles_in, reports_user_errors
-from harness.core.paths import REPO_ROOT, SGLANG_VENV
+from harness.core.paths import REPO_ROOT, SGLANG_VENV, sglang_venv_left_out
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.machine.gpus import GIB, GpuDevice, GpuInventory
@@ -195,7 +195,7 @@ def sglang_venv_findings(venv: Path, lock: Path, dynamo_requires: Sequence[str])
     sglang: the extra's nixl[cu13] and cupy-cuda13x are the GPU's)."""
     sites = sorted(venv.glob("lib/python*/site-packages"))
     if not sites:
-        why = "HARNESS_SGLANG_CPU=0" if os.environ.get("HARNESS_SGLANG_CPU") == "0" else "absent"
+        why = "HARNESS_SGLANG_CPU=0" if sglang_venv_left_out() else "absent"
         return [
             Finding(
                 "warn",
@@ -209,7 +209,7 @@ def sglang_venv_findings(venv: Path, lock: Path, dynamo_requires: Sequence[str])
         for d in metadata.distributions(path=[str(sites[0])])
     }
     installed = [
-        Finding("ok" if f.status == "ok" else "fail", "sglang", f"{venv.name}: {f.detail}")
+        Finding(f.status, "sglang", f"{venv.name}: {f.detail}")
         for f in lock_findings(lock, lambda name: found.get(canonicalize_name(name)))
     ]
     pin = engine_pins(dynamo_requires, "sglang").get("sglang")

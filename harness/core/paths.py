@@ -50,3 +50,8 @@ SGLANG_VENV = REPO_ROOT / ".venv-sglang"
 
 def sglang_python() -> Path:
     return SGLANG_VENV / "bin" / "python"
+
+
+def sglang_venv_left_out() -> bool:
+    """HARNESS_SGLANG_CPU=0: bootstrap builds no SGLang venv (as in the CPU serving image)."""
+    return os.environ.get("HARNESS_SGLANG_CPU") == "0"
