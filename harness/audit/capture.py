@@ -25,7 +25,7 @@ from harness.core.paths import marker_env
 from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.dynamo_src import DynamoSource
-from harness.topology.plan import LaunchPlan, port_names, resolve
+from harness.topology.plan import LaunchPlan, contract_of, resolve
 from harness.topology.role_adapter import DRY_ENV, REAL_PYTHON_ENV
 
 
@@ -101,10 +101,11 @@ class Capture:
     roles: dict[str, Invocation] = field(default_factory=dict)
     returncode: int | None = None
     stderr: str = ""
+    refused: dict[str, str] = field(default_factory=dict)  # role -> why the adapter refused it
 
 
 def fake_ports(profile: Profile, root: Path) -> dict[str, int]:
-    names = port_names(profile, DynamoSource.from_env(), root)
+    names = contract_of(profile, DynamoSource.from_env(), root).names
     return {name: FAKE_PORT_BASE + i for i, name in enumerate(names)}
 
 
@@ -157,6 +158,9 @@ def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
     except subprocess.TimeoutExpired as exc:
         capture.stderr = f"launcher still running after {LAUNCHER_TIMEOUT_S:g} s: {exc.stderr!r}"
     capture.roles = _roles(plan.log_dir)
+    for path in sorted(plan.log_dir.glob("*.refused")):
+        record = json.loads(path.read_text())
+        capture.refused[record["role"]] = record["refused"]
     return capture
 
 

@@ -59,8 +59,9 @@ from harness.machine.memory_plan import (
     role_env_key,
 )
 from harness.profiles import Profile, RoleSpec
-from harness.profiles.launchers import fixed_ports, text_with_used_files
+from harness.profiles.launchers import fixed_ports, launcher_port_vars, text_with_used_files
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+from harness.topology.port_contract import offered_to_all
 
 ENDPOINT_HEALTH_ENV = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
 SETS_HEALTH = "set_health_status(True)"
@@ -344,8 +345,14 @@ HEALTH_FIX = f"""set {ENDPOINT_HEALTH_ENV}='["generate"]' on its start_role"""
 MODEL_FIX = 'pass --model "$MODEL" (--model-path for SGLang)'
 
 
+def _bind_env(call: Invocation) -> tuple[str, ...]:
+    """The env ports this role binds: an engine worker's (the frontend drops DYN_SYSTEM_PORT,
+    dynamo/frontend/main.py; a helper script binds only what its argv names)."""
+    return BIND_ENV if call.module in ENGINES else ()
+
+
 def _ports_in(call: Invocation, values: set[int]) -> set[int]:
-    used = {int(call.env[k]) for k in BIND_ENV if call.env.get(k, "").isdigit()}
+    used = {int(call.env[k]) for k in _bind_env(call) if call.env.get(k, "").isdigit()}
     if "dynamo.frontend" in call.argv and call.env.get(FRONTEND_ENV, "").isdigit():
         used.add(int(call.env[FRONTEND_ENV]))  # dynamo.frontend reads it itself
     for token in call.argv:
@@ -360,7 +367,9 @@ def _leased(value: str, values: set[int]) -> bool:
 def _stray_ports(call: Invocation, values: set[int]) -> list[str]:
     """Port-valued flags and bind env vars whose value the harness did not lease."""
     stray = [
-        f"{k}={call.env[k]}" for k in BIND_ENV if k in call.env and not _leased(call.env[k], values)
+        f"{k}={call.env[k]}"
+        for k in _bind_env(call)
+        if k in call.env and not _leased(call.env[k], values)
     ]
     args = call.engine_args
     for i, arg in enumerate(args[:-1]):
@@ -387,8 +396,11 @@ def check_wide_ports(profile: Profile, cap: Capture, launcher: str) -> list[Find
 
 
 def check_ports(cap: Capture, launcher: str) -> list[Finding]:
-    out: list[Finding] = []
-    if cap.returncode != 0:
+    out = [
+        Finding(launcher, role, f"the role adapter refuses it: {why}", STRAY_FIX)
+        for role, why in cap.refused.items()
+    ]
+    if cap.returncode != 0 and not cap.refused:
         tail = " | ".join(cap.stderr.strip().splitlines()[-3:])
         unset = UNSET_PORT.search(cap.stderr)
         if unset:
@@ -425,7 +437,7 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
             )
     for var, port in cap.plan.ports.items():
         roles = users.get(port, [])
-        if not roles and cap.returncode == 0:
+        if not roles and cap.returncode == 0 and not offered_to_all(var):
             out.append(
                 Finding(
                     launcher,
@@ -443,6 +455,34 @@ def check_ports(cap: Capture, launcher: str) -> list[Finding]:
                     "give each role its own leased port variable",
                 )
             )
+    return out
+
+
+def check_roles_started(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
+    """Every declared worker was started by the dry run (the role adapter named it by the
+    leased system port it received); where one was not, whether the launcher's text reads the
+    role's health port variable at all is a hint, never the verdict."""
+    if cap.returncode != 0:
+        return []  # check_ports names the exit
+    script = Path(cap.plan.args[0]) if cap.plan.launcher == CHECKOUT_LAUNCHER else cap.plan.launcher
+    read = set(launcher_port_vars(text_with_used_files(script)))
+    out = []
+    for role in profile.worker_roles:
+        if role.name in cap.roles:
+            continue
+        hint = (
+            f"; its text never reads {role.health_port} either (it reads {sorted(read)})"
+            if role.health_port and role.health_port not in read
+            else ""
+        )
+        out.append(
+            Finding(
+                launcher,
+                role.name,
+                f"the dry run started no role the adapter could name {role.name}{hint}",
+                f"give that worker DYN_SYSTEM_PORT from the harness's {role.health_port}",
+            )
+        )
     return out
 
 
@@ -487,14 +527,19 @@ def check_health(profile: Profile, cap: Capture, launcher: str) -> list[Finding]
 def worker_health_findings(
     role: RoleSpec, call: Invocation, cap: Capture, launcher: str
 ) -> list[Finding]:
-    """One started worker: its system port is the one the harness polls, and it has a health
-    source (the seed defect: dynamo.vllm's encode worker registers no payload)."""
+    """One started worker: its system port is the one its profile names (the harness polls the
+    port a role was started with; a profile that names another misleads its reader), and it has
+    a health source (the seed defect: dynamo.vllm's encode worker registers no payload)."""
     out = []
     want = str(cap.plan.ports[role.health_port or ""])
     got = call.env.get("DYN_SYSTEM_PORT")
     if got != want:
-        what = f"DYN_SYSTEM_PORT={got} but the harness polls {role.health_port}={want}"
-        fix = f"set DYN_SYSTEM_PORT=$(port {role.health_port} …) on its start_role"
+        given = cap.plan.port_name(int(got)) if got and got.isdigit() else "none"
+        what = (
+            f"started with DYN_SYSTEM_PORT={got} ({given}), the profile names "
+            f"{role.health_port}={want} its health port"
+        )
+        fix = f"name {given} in the profile's health_port, or start it on {role.health_port}"
         out.append(Finding(launcher, role.name, what, fix))
     if lacks_health_source(call):
         out.append(

@@ -17,6 +17,7 @@ from harness.audit.checks import (
     check_kv,
     check_memory,
     check_ports,
+    check_roles_started,
     check_sglang_registration,
     check_wide_ports,
 )
@@ -77,6 +78,7 @@ def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
             launcher = _display(plan.launcher, root)
             found = [
                 *check_ports(cap, launcher),
+                *check_roles_started(profile, cap, launcher),
                 *check_wide_ports(profile, cap, launcher),
                 *check_health(profile, cap, launcher),
                 *check_flags_and_registration(cap, launcher),

@@ -161,6 +161,10 @@ def run_case(
         content_before = judge.content_passed
         try:
             record.checks += judge.judge(answer)
+        except TopologyFailure as failure:
+            if resp.status_code >= 500:  # the role whose log holds the cause, where one does
+                raise topo.failure(failure.cause, failure.message) from None
+            raise
         finally:  # a failing answer's gap is evidence too
             if answer.logprob_gap is not None:
                 record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)

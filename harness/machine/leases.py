@@ -496,13 +496,35 @@ class PortRegistry:
         self.high = high
         self._file = LeaseFile(self.path, PortLeaseRecord)
 
-    def lease(self, names: list[str], owner_pid: int | None = None, tag: str = "") -> PortLease:
-        """Lease one port per name for `owner_pid` (default: this process), all or nothing."""
-        if len(set(names)) != len(names):
-            raise ValueError(f"port names must be distinct, got {names}")
+    def lease(
+        self,
+        names: list[str],
+        owner_pid: int | None = None,
+        tag: str = "",
+        runs: Sequence[Sequence[str]] = (),
+    ) -> PortLease:
+        """Lease one port per name for `owner_pid` (default: this process), all or nothing.
+        Each of `runs` is leased as consecutive ports, its names in order (a launcher that
+        offsets ports from a base, `$((BASE + i - 1))`, stays inside its lease)."""
+        every = [*names, *(name for run in runs for name in run)]
+        if len(set(every)) != len(every):
+            raise ValueError(f"port names must be distinct, got {every}")
         new = NewLease.for_owner(owner_pid)
         with self._file.transaction() as records:
             taken = {r.port for r in records}
+            leased: dict[str, int] = {}
+            busy = 0
+            for run in runs:
+                start = self._pick_run(len(run), taken)
+                if start is None:
+                    raise PortRangeExhausted(
+                        f"no {len(run)} consecutive free ports for {', '.join(run)} in "
+                        f"{BIND_HOST}:{self.low}-{self.high} ({len(taken)} leased in "
+                        f"{self.path}). Release leases, widen low/high, or point "
+                        "HARNESS_PORT_REGISTRY at another file."
+                    )
+                leased.update({name: start + i for i, name in enumerate(run)})
+                taken |= set(range(start, start + len(run)))
             ports, busy = self._pick_free(len(names), taken)
             if len(ports) < len(names):
                 raise PortRangeExhausted(
@@ -511,12 +533,13 @@ class PortRegistry:
                     f"{self.path}, {busy} held by other processes. Release leases, widen "
                     "low/high, or point HARNESS_PORT_REGISTRY at another file."
                 )
+            leased.update(zip(names, ports, strict=True))
             now = time.time()
             records.extend(
                 PortLeaseRecord(**new.fields(tag), port=port, name=name, leased_at=now)  # type: ignore[arg-type]
-                for name, port in zip(names, ports, strict=True)
+                for name, port in leased.items()
             )
-        return PortLease(dict(zip(names, ports, strict=True)), new.lease_id, self)
+        return PortLease({name: leased[name] for name in every}, new.lease_id, self)
 
     def release(self, lease: PortLease | str) -> None:
         """Drop every record of a lease (a `PortLease` or its id); unknown ids are ignored."""
@@ -544,3 +567,16 @@ class PortRegistry:
             else:
                 busy += 1
         return picked, busy
+
+    def _pick_run(self, count: int, taken: set[int]) -> int | None:
+        """The first port of `count` consecutive bindable untaken ports, from a random start."""
+        span = self.high - self.low + 2 - count
+        if span <= 0:
+            return None
+        start = random.randrange(span)
+        for offset in range(span):
+            first = self.low + (start + offset) % span
+            run = range(first, first + count)
+            if not taken.intersection(run) and all(port_is_bindable(p) for p in run):
+                return first
+        return None

@@ -298,9 +298,19 @@ class BaselineStore:
     image went through an encode worker there."""
 
     answers: dict[Key, tuple[str, str, bool]] = field(default_factory=dict)
+    # the case that gives a key's answer failed: "<id> failed (<cause>)"
+    failures: dict[Key, str] = field(default_factory=dict)
 
     def record(self, key: Key, signature: str, content: str, encoded: bool = False) -> None:
         self.answers.setdefault(key, (signature, content, encoded))
+
+    def record_failure(self, key: Key, test_id: str, cause: str) -> None:
+        self.failures.setdefault(key, f"{test_id} failed ({cause})")
+
+    def failure(self, key: Key) -> str | None:
+        """The case whose answer to `key` others compare with failed: what it was and why (an
+        answer it recorded before failing is no baseline to hold another topology to)."""
+        return self.failures.get(key)
 
     def get(self, key: Key, other_than: str) -> str | None:
         """The recorded answer, unless it came from `other_than` (a check against itself)."""

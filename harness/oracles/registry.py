@@ -283,7 +283,11 @@ class SameAs(Answered):
 
     def check(self, answer: Answer) -> OracleResult:
         wanted = answer.request.cpu.same_as
-        baseline = answer.baselines.get(answer.scope.key(wanted), other_than=answer.signature)
+        key = answer.scope.key(wanted)
+        baseline = answer.baselines.get(key, other_than=answer.signature)
+        failed = answer.baselines.failure(key)
+        if failed:
+            return OracleResult(True, f"same as {wanted}: not judged: baseline {failed}", False)
         if baseline is None:
             model = answer.scope.profile.model.short_name
             return OracleResult(

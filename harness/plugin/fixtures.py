@@ -13,7 +13,8 @@ import pytest
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
-from harness.oracles.answer import JudgeSettings
+from harness.core.verdict import TopologyFailure
+from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.plugin.collection import serve_case_of
@@ -104,7 +105,13 @@ def serve_run(
         )
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
-        run_case(sc, harness_pool, harness_media, judge_for, record)
+        try:
+            run_case(sc, harness_pool, harness_media, judge_for, record)
+        except TopologyFailure as failure:  # a case whose answers others compare with
+            for request in sc.requests:
+                key = Scope(request, sc.tier, sc.profile).key()
+                harness_baselines.record_failure(key, sc.test_id, failure.cause.value)
+            raise
         return record.verdicts
 
     return run

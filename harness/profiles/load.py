@@ -13,7 +13,6 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from harness.profiles.launchers import launcher_port_vars, text_with_used_files
 from harness.profiles.schema import CADENCE_MARKS, CaseSpec, KnownDefect, Profile, Tier
 
 
@@ -42,7 +41,6 @@ def load_profile(path: Path, root: Path) -> Profile:
     launcher = root / profile.launcher
     if not launcher.is_file():
         raise ProfileError(f"{path}: launcher: no such file {launcher}")
-    unread += unread_port_vars(profile, text_with_used_files(launcher))
     if unread:
         raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile
@@ -95,23 +93,6 @@ def heading_anchor(title: str) -> str:
     """
     text = re.sub(r"[^\w\- ]", "", title.strip().lower())
     return text.replace(" ", "-")
-
-
-def unread_port_vars(
-    profile: Profile, launcher_text: str, launcher: str | None = None
-) -> list[tuple[str, str]]:
-    """(field, problem) for each worker's health port variable that its launcher (or a script it
-    runs) never reads (harness/profiles/launchers.py: either upstream contract, or ours)."""
-    read = set(launcher_port_vars(launcher_text))
-    return [
-        (
-            f"roles[{i}].health_port",
-            f"{role.health_port} is never read by "
-            f"{launcher or profile.launcher} (it reads {sorted(read)})",
-        )
-        for i, role in enumerate(profile.roles)
-        if role.health_port and role.health_port not in read
-    ]
 
 
 def unknown_baselines(profile: Profile, profiles: list[Profile]) -> list[str]:

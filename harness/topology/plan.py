@@ -21,8 +21,9 @@ from harness.core.paths import REPO_ROOT, cache_dir, sglang_python
 from harness.core.secrets import redact_env, scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
-from harness.profiles.launchers import fixed_ports, launcher_port_vars, text_with_used_files
+from harness.profiles.launchers import fixed_ports, text_with_used_files
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, DynamoSource
+from harness.topology.port_contract import FRONTEND_PORT, PortContract, port_contract
 from harness.topology.processes import foreign_listeners
 
 
@@ -89,7 +90,7 @@ def launcher_env(
     tier: Tier,
     model: str,
     served_model_name: str,
-    ports: Mapping[str, int],
+    ports: Mapping[str, int | str],
     scratch_dir: Path,
     log_dir: Path,
     extra: Mapping[str, str],
@@ -129,10 +130,6 @@ def remove_scratch_of(environ: Mapping[str, str]) -> None:
     scratch = Path(kv).parent
     if scratch.name.startswith("harness-") and Path(kv).name == "discovery":
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-EVENT_BROKER_PORTS = ("ZMQ_XSUB_PORT", "ZMQ_XPUB_PORT")
-FRONTEND_PORT = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
 
 
 @dataclass(frozen=True)
@@ -248,14 +245,12 @@ def launcher_script(profile: Profile, source: DynamoSource | None, root: Path = 
     return root / profile.launcher
 
 
-def port_names(
+def contract_of(
     profile: Profile, source: DynamoSource | None = None, root: Path = REPO_ROOT
-) -> list[str]:
-    """Every port the launcher reads (harness/profiles/launchers.py), each role's health
-    port, the frontend's and the event broker's."""
-    read = launcher_port_vars(text_with_used_files(launcher_script(profile, source, root)))
-    health = [r.health_port for r in profile.worker_roles if r.health_port]
-    return list(dict.fromkeys([FRONTEND_PORT, *health, *read, *EVENT_BROKER_PORTS]))
+) -> PortContract:
+    """The ports a launch of the profile is handed (port_contract.py), with the variables its
+    launcher's text reads as a hint of what more to lease."""
+    return port_contract(profile, text_with_used_files(launcher_script(profile, source, root)))
 
 
 def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
@@ -289,22 +284,23 @@ def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
     return f"{Path(profile.launcher).stem}-{tier}-{digest}"
 
 
-def adapter_env(profile: Profile, model: str, env: Mapping[str, str]) -> dict[str, str]:
+def adapter_env(
+    profile: Profile, model: str, env: Mapping[str, str], ports: Mapping[str, int]
+) -> dict[str, str]:
     """What the role adapter (harness/topology/role_adapter.py) reads: the real interpreter, which
-    role each health-port variable names, the profile's model and its tiny checkpoint, the
-    device leased for each GPU position, and upstream's managed-ports switch (a missing port is
-    then an error, not a default)."""
+    role each health-port variable names, every leased port (a role handed another is refused),
+    the profile's model and its tiny checkpoint, and the device leased for each GPU position."""
     role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
     extra = {
         "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
         "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
         "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
         "HARNESS_ROLE_PORTS": json.dumps(role_ports),
+        "HARNESS_LEASED_PORTS": json.dumps({str(port): name for name, port in ports.items()}),
         "HARNESS_PROFILE": profile.name,
         "HARNESS_STACK": profile.stack,
         "HARNESS_PROFILE_MODEL": profile.model.gpu,
         "HARNESS_CPU_MODEL": model,
-        "DYN_MANAGED_PORTS": "1",
     }
     if env.get("HARNESS_DEVICE") == "cpu":
         extra["HARNESS_SGLANG_PYTHON"] = str(sglang_python())
@@ -336,7 +332,8 @@ def resolve(
     if spec is None:
         raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
     source = DynamoSource.from_env(base_env)
-    missing = [n for n in port_names(profile, source, root) if n not in ports]
+    contract = contract_of(profile, source, root)
+    missing = [n for n in contract.names if n not in ports]
     if missing:
         raise ValueError(f"profile {profile.name}: no port leased for {missing}")
     served = profile.model.gpu
@@ -344,7 +341,7 @@ def resolve(
         tier=tier,
         model=model,
         served_model_name=served,
-        ports=ports,
+        ports=contract.env(ports),
         scratch_dir=scratch_dir,
         log_dir=run_dir / "logs",
         extra={**profile.env, **spec.env},
@@ -353,7 +350,7 @@ def resolve(
     )
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
-    env.update(adapter_env(profile, model, env))
+    env.update(adapter_env(profile, model, env, ports))
     launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
     if launcher != root / profile.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
@@ -392,28 +389,13 @@ def check_launcher(plan: LaunchPlan) -> None:
             Cause.LAUNCHER_INVALID, f"launcher {path} has no bash shebang (first line {first!r})"
         )
     if plan.dynamo_src is not None and path == CHECKOUT_LAUNCHER:
-        check_checkout_launcher(plan)
+        script = Path(plan.args[0])
+        if not script.is_file():
+            raise TopologyFailure(
+                Cause.LAUNCHER_INVALID,
+                f"no launcher {script} in the Dynamo checkout {plan.dynamo_src.root}",
+            )
     check_fixed_ports(plan)
-
-
-def check_checkout_launcher(plan: LaunchPlan) -> None:
-    """A Dynamo checkout's launcher exists and reads the health port of every worker role."""
-    assert plan.dynamo_src is not None
-    script = Path(plan.args[0])
-    if not script.is_file():
-        raise TopologyFailure(
-            Cause.LAUNCHER_INVALID,
-            f"no launcher {script} in the Dynamo checkout {plan.dynamo_src.root}",
-        )
-    read = set(launcher_port_vars(text_with_used_files(script)))
-    unread = [plan.port_name(r.port) for r in plan.workers if plan.port_name(r.port) not in read]
-    if unread:
-        raise TopologyFailure(
-            Cause.LAUNCHER_INVALID,
-            f"{script} never reads {unread}: the "
-            "profile names them as its workers' health ports (it reads "
-            f"{sorted(read)})",
-        )
 
 
 def check_fixed_ports(plan: LaunchPlan) -> None:

@@ -510,6 +510,10 @@ PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
 HEALTH_SERVER_FAILED = "System status server startup failed"
 HEALTH_BIND_FAILED = re.compile(r"Failed to bind to address [\d.]+:(\d+)")
 LOG_SCAN_S = 1.0  # how often the logs of a starting topology are read for a bind failure
+# A checkout's launcher that starts a role once others are healthy polls them about once a second
+# (upstream's router launchers: `sleep 1` between /health polls); 15 s leaves a loaded 2-core box
+# room before a declared role counts as never started.
+ROLE_START_GRACE_S = 15.0
 
 
 class LogDiagnosis(Registered, root=True):
@@ -544,12 +548,20 @@ class AdapterRefused(LogDiagnosis):
         if not refused:
             return None
         record = json.loads(refused[0].read_text())
+        port = record.get("port")
+        held = ""
+        if port:
+            holder = listeners([port]).get(port)
+            held = f"; port {port} is " + (
+                f"held by {roles.owner_of(holder)}" if holder else "free now"
+            )
         return topo.failure(
             Cause.LAUNCHER_INVALID,
             f"role '{record['role']}' of {launcher_name(topo)}: the {topo.plan.tier} tier "
-            f"cannot run it: {record['refused']} (the role adapter, "
+            f"cannot run it: {record['refused']}{held} (the role adapter, "
             "harness/topology/role_adapter.py)",
             role=record["role"],
+            port=port,
         )
 
 
@@ -590,6 +602,8 @@ class RoleNotStarted(LogDiagnosis):
     starting_only = True
 
     def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+        if topo.plan.launcher == CHECKOUT_LAUNCHER:
+            return self.checkout_role_missing(topo, roles)
         report = roles.never_started()
         if report is None:
             return None
@@ -601,6 +615,26 @@ class RoleNotStarted(LogDiagnosis):
             f"the launcher started {started} and is waiting on them, but the profile declares "
             f"{missing} too: no `start_role {missing[0]} …` in {topo.plan.launcher.name} (or its "
             "name differs)",
+            role=missing[0],
+            log_tail=tail(roles.launcher_log),
+        )
+
+    def checkout_role_missing(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+        """A checkout's launcher writes no roles.started: a declared role is missing once every
+        worker it did start has been ready for ROLE_START_GRACE_S and it still has not come."""
+        missing = roles.missing()
+        started = [r.name for r in topo.plan.workers if r.name in roles.known]
+        if not missing or not started:
+            return None
+        ready_for = [topo.timeline.since_state(name, "ready") for name in started]
+        if any(t is None or t < ROLE_START_GRACE_S for t in ready_for):
+            return None
+        return topo.failure(
+            Cause.ROLE_NOT_STARTED,
+            f"{launcher_name(topo)} started {sorted(roles.known)}, and its workers have been "
+            f"ready for {min(t for t in ready_for if t is not None):.0f} s, but the profile "
+            f"declares {missing} too: the launcher never started it (no `python -m dynamo.…` "
+            "the role adapter could name as it)",
             role=missing[0],
             log_tail=tail(roles.launcher_log),
         )

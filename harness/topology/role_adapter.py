@@ -38,6 +38,15 @@ from pathlib import Path
 REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"
 ROLE_ENV = "HARNESS_ROLE"  # set by our launchers' start_role; a checkout's roles are found by port
 ROLE_PORTS_ENV = "HARNESS_ROLE_PORTS"  # {"DYN_SYSTEM_PORT1": "encode", ...}
+LEASED_PORTS_ENV = "HARNESS_LEASED_PORTS"  # {"21301": "DYN_SYSTEM_PORT1", ...}: every leased port
+SYSTEM_PORT_ENV = "DYN_SYSTEM_PORT"
+NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+# The leased port a role gets where its launcher passes none, by the role's worker index i
+# (its system port is DYN_SYSTEM_PORT<i>): harness/topology/port_contract.py.
+NIXL_LEASED = "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT{i}"
+SGLANG_NCCL_LEASED = "SGLANG_NCCL_PORT{i}"
+# A role's flags that bind a TCP port of their own (SGLang's rendezvous, server, bootstrap).
+PORT_FLAGS = {"--nccl-port", "--port", "--disaggregation-bootstrap-port", "--http-port"}
 CPU_MODEL_ENV = "HARNESS_CPU_MODEL"  # the tiny checkpoint of the profile's architecture family
 PROFILE_MODEL_ENV = "HARNESS_PROFILE_MODEL"  # the model id the profile serves
 PROFILE_ENV = "HARNESS_PROFILE"
@@ -83,6 +92,7 @@ REPLACED_VALUED = {
 }
 REPLACED_SWITCHES = {"--enforce-eager"}
 EMBEDDING_TRANSFER = "--embedding-transfer-mode"
+SGLANG_TRANSFER_ENV = "DYN_SGL_EMBEDDING_TRANSFER_MODE"  # dynamo.sglang's variable behind the flag
 # vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
 # as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports, and torch.compile
 # off. The CPU tier runs eager (--enforce-eager: no model graph is compiled); the one function
@@ -190,7 +200,12 @@ CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1"}
 
 
 class Refused(Exception):
-    """A command line the tier cannot run; the message names the flag or the model."""
+    """A command line the tier cannot run; the message names the flag, the model or the port
+    (`port`: one the role would bind that nobody leased, for the harness to name its holder)."""
+
+    def __init__(self, message: str, port: int | None = None) -> None:
+        super().__init__(message)
+        self.port = port
 
 
 @dataclass
@@ -201,6 +216,7 @@ class Adapted:
     env: dict[str, str] = field(default_factory=dict)  # set in the role's environment
     unset: list[str] = field(default_factory=list)  # removed from it
     notes: list[str] = field(default_factory=list)
+    ports: dict[str, int] = field(default_factory=dict)  # what it binds, by where it came from
 
 
 def compact(config: object) -> str:
@@ -376,19 +392,24 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
             kept.append((name, value))
         else:
             raise Refused(f"{name}{'' if value is None else ' ' + value}")
-    names = served_name(kept, served, out)
-    mode = dict(kept).get("--disaggregation-mode")
-    extra: list[str] = []
-    if EMBEDDING_TRANSFER not in names and mode == "encode":
-        extra = [EMBEDDING_TRANSFER, "local"]
+    served_name(kept, served, out)
     for i, (name, value) in enumerate(kept):
         if name == EMBEDDING_TRANSFER and value != "local":
             kept[i] = (name, "local")
             out.notes.append(f"{name} {value} -> local (embeddings through files: no NIXL VRAM)")
+    # Dynamo's SGLang E/PD moves embeddings by NIXL unless told otherwise (the flag, or the
+    # variable behind it); NIXL cannot register the receiver's CPU tensors (RdmaMetadata
+    # fails to validate in embedding_transfer.py receive_embeddings), so every role is told.
+    if environ_mode := env.get(SGLANG_TRANSFER_ENV):
+        if environ_mode != "local":
+            out.notes.append(f"{SGLANG_TRANSFER_ENV}={environ_mode} -> local")
+    else:
+        out.notes.append(f"{SGLANG_TRANSFER_ENV}=local (the launcher sets no transfer mode)")
+    out.env[SGLANG_TRANSFER_ENV] = "local"
     out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(CPU_SGLANG_ARGS)}")
     out.env.update(CPU_SGLANG_ENV)
     out.unset.append("CUDA_VISIBLE_DEVICES")
-    return join_args(kept) + extra + CPU_SGLANG_ARGS
+    return join_args(kept) + CPU_SGLANG_ARGS
 
 
 def role_key(role: str) -> str:
@@ -488,14 +509,130 @@ def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
     return join_args(pairs)
 
 
+def leased_ports(environ: dict[str, str]) -> dict[int, str]:
+    """{port: the variable it was leased as}; empty outside the harness."""
+    leased = json.loads(environ.get(LEASED_PORTS_ENV, "{}"))
+    return {int(port): name for port, name in leased.items()}
+
+
 def role_of(module: str, environ: dict[str, str]) -> str | None:
+    """Our launchers name their roles (HARNESS_ROLE); a checkout's role is the one whose health
+    port variable was leased as the system port it received, however the launcher computed it."""
     if environ.get(ROLE_ENV):
         return environ[ROLE_ENV]
     if module == "dynamo.frontend":
         return "frontend"
-    port = environ.get("DYN_SYSTEM_PORT")
+    port = environ.get(SYSTEM_PORT_ENV, "")
     by_var = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
+    leased_as = leased_ports(environ).get(int(port)) if port.isdigit() else None
+    if leased_as in by_var:
+        return by_var[leased_as]
     return next((role for var, role in by_var.items() if port and environ.get(var) == port), None)
+
+
+def unnamed_role(module: str, environ: dict[str, str]) -> Refused:
+    """Why a worker cannot be told apart: it has no system port, one nobody leased, or a leased
+    one no role of the profile names."""
+    port = environ.get(SYSTEM_PORT_ENV, "")
+    roles = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
+    offered = ", ".join(f"{var} for {role}" for var, role in roles.items())
+    if not port:
+        return Refused(
+            f"`-m {module}` has no system port ({SYSTEM_PORT_ENV} unset): its /health cannot be "
+            f"polled; give each worker {SYSTEM_PORT_ENV} from the harness's {offered}"
+        )
+    leased_as = leased_ports(environ).get(int(port)) if port.isdigit() else None
+    if leased_as is None and leased_ports(environ):
+        return Refused(
+            f"`-m {module}` has system port {SYSTEM_PORT_ENV}={port}, which nobody leased: the "
+            f"harness hands out {offered} (a default the launcher fell back to collides with "
+            "any other run)",
+            int(port) if port.isdigit() else None,
+        )
+    return Refused(
+        f"cannot tell which role `-m {module}` with {SYSTEM_PORT_ENV}={port} is"
+        + (f" ({leased_as}, which no worker role names)" if leased_as else "")
+        + f": the profile's workers are {offered}"
+    )
+
+
+def worker_index(environ: dict[str, str]) -> int | None:
+    """i of the DYN_SYSTEM_PORT<i> the role's system port was leased as."""
+    port = environ.get(SYSTEM_PORT_ENV, "")
+    name = leased_ports(environ).get(int(port)) if port.isdigit() else None
+    digits = (name or "").removeprefix(SYSTEM_PORT_ENV)
+    return int(digits) if digits.isdigit() else None
+
+
+def endpoint_port(endpoint: str) -> int | None:
+    """The TCP port of a ZMQ endpoint (tcp://*:5557 -> 5557); None for ipc:// and the like."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    tail = endpoint.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def held_ports(
+    module: str, pairs: list[tuple[str, str | None]], environ: dict[str, str], out: Adapted
+) -> None:
+    """Every port the role will bind, each leased by the harness: recorded in `out.ports`;
+    where the launcher leaves one to the engine's fixed default, the role's leased one is given
+    (upstream's contract: DYN_VLLM_NIXL_SIDE_CHANNEL_PORT<i>, ours: SGLANG_NCCL_PORT<i>).
+    Raises Refused naming a port nobody leased."""
+    leased = leased_ports(environ)
+    if not leased:
+        return  # not under the harness (a person running the adapter by hand)
+    found: dict[str, int] = {}
+    if module == "dynamo.frontend":
+        flag = dict(pairs).get("--http-port")
+        http = flag or environ.get("DYN_HTTP_PORT", "")
+        if http.isdigit():
+            found["--http-port" if flag else "DYN_HTTP_PORT"] = int(http)
+    else:
+        system = environ.get(SYSTEM_PORT_ENV, "")
+        if system.isdigit():
+            found[SYSTEM_PORT_ENV] = int(system)
+    index = worker_index(environ)
+    names = dict(pairs)
+    if module == "dynamo.vllm" and "--kv-transfer-config" in names:
+        given = environ.get(NIXL_PORT_ENV, "") or out.env.get(NIXL_PORT_ENV, "")
+        if not given and index is not None:
+            var = NIXL_LEASED.format(i=index)
+            given = environ.get(var) or next((str(p) for p, n in leased.items() if n == var), "")
+            if given:
+                out.env[NIXL_PORT_ENV] = given
+                out.notes.append(f"{NIXL_PORT_ENV}={given} ({var}; the launcher set none)")
+        if given.isdigit():
+            found[NIXL_PORT_ENV] = int(given)
+    for name, value in pairs:
+        if name in PORT_FLAGS and name != "--http-port" and value and value.isdigit():
+            found[name] = int(value)
+        if name == "--kv-events-config" and module == "dynamo.sglang":
+            port = endpoint_port(json.loads(value or "{}").get("endpoint", ""))
+            if port is not None:
+                found["--kv-events-config"] = port
+    for where, port in found.items():
+        if port not in leased:
+            raise Refused(
+                f"would bind port {port} ({where}), which nobody leased: read it from a "
+                "variable the harness exports (upstream's DYN_SYSTEM_PORT<i>, "
+                "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT<i>, DYN_VLLM_KV_EVENT_PORT<i>, or one the "
+                "launcher's text names); a fixed port collides with any other run",
+                port,
+            )
+    out.ports.update(found)
+
+
+def nccl_port(pairs: list[tuple[str, str | None]], environ: dict[str, str], out: Adapted) -> None:
+    """SGLang's torch rendezvous on the role's leased port where the launcher passes none (SGLang
+    would pick a free port itself, which no lease holds and no profile can name)."""
+    index = worker_index(environ)
+    var = SGLANG_NCCL_LEASED.format(i=index)
+    port = environ.get(var, "")
+    if index is None or "--nccl-port" in dict(pairs) or not port:
+        return
+    pairs.append(("--nccl-port", port))
+    out.notes.append(f"added --nccl-port {port} ({var}; the launcher passes none)")
 
 
 def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
@@ -505,18 +642,18 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     module, args = argv[1], argv[2:]
     role = role_of(module, environ)
     if role is None:
-        raise Refused(
-            f"cannot tell which role `-m {module}` with DYN_SYSTEM_PORT="
-            f"{environ.get('DYN_SYSTEM_PORT')} is (HARNESS_ROLE_PORTS names "
-            f"{environ.get(ROLE_PORTS_ENV)})"
-        )
+        raise unnamed_role(module, environ)
     out = Adapted(role, [])
     tier = environ.get("HARNESS_DEVICE", "gpu")
     if module == "dynamo.frontend":
         out.argv = ["-m", module, *frontend(args, environ, out)]
+        held_ports(module, split_args(out.argv[2:]), environ, out)
         return out
     pairs = split_args(args)
     check_model(module, pairs, environ)
+    if module == "dynamo.sglang":
+        nccl_port(pairs, environ, out)
+    held_ports(module, pairs, environ, out)
     if tier == "cpu" and module not in ("dynamo.vllm", "dynamo.sglang"):
         raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm and dynamo.sglang workers)")
     if module == "dynamo.vllm":
@@ -576,7 +713,12 @@ def main() -> None:
         adapted = adapt(sys.argv[1:], environ)
     except Refused as refused:
         role = role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None
-        record = {"role": role or "unknown", "argv": sys.argv[1:], "refused": str(refused)}
+        record = {
+            "role": role or "unknown",
+            "argv": sys.argv[1:],
+            "refused": str(refused),
+            "port": refused.port,
+        }
         # whole or not at all: the harness polls for the file while it is written
         refused_file = log_dir / f"{role or 'unknown'}.refused"
         partial = refused_file.with_suffix(".refused.partial")
@@ -600,6 +742,7 @@ def main() -> None:
             "env": adapted.env,
             "unset": adapted.unset,
             "rewrites": adapted.notes,
+            "ports": adapted.ports,
         }
         dry = environ.get(DRY_ENV) == "1"
         if dry:

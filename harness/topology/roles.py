@@ -101,6 +101,7 @@ class HealthTimeline:
 
 
 LOG_TAIL_LINES = 30
+LOG_SCAN_BYTES = 256_000  # of each role's log read for its last traceback
 STARTED_FILE = "roles.started"
 EXIT_SUFFIX = ".exit"
 
@@ -120,6 +121,27 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return f"(no log at {path})"
     text = ANSI_ESCAPE.sub("", data.decode(errors="replace"))
     return "\n".join(fold_health_polls(text.splitlines())[-lines:])
+
+
+TRACEBACK = "Traceback (most recent call last):"
+CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+def last_exception(text: str) -> str | None:
+    """The exception line that ends the last Python traceback in a log, e.g.
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for RdmaMetadata".
+
+    >>> last_exception("x\nTraceback (most recent call last):\n  File \"a.py\"\nKeyError: 'k'")
+    "KeyError: 'k'"
+    """
+    lines = ANSI_ESCAPE.sub("", text).splitlines()
+    starts = [i for i, line in enumerate(lines) if TRACEBACK in line]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1 :]:
+        if line.strip() and not line.startswith((" ", "\t")) and not line.startswith(CHAINED):
+            return line.strip()[:400]
+    return None
 
 
 def fold_health_polls(lines: list[str]) -> list[str]:
@@ -156,6 +178,7 @@ class RoleTable:
         self.launcher: psutil.Popen | None = None  # the launcher script, once spawned
         self.known: dict[str, RoleProcess] = {}
         self._started: list[str] | None = None  # what roles.started said, once it said all
+        self._system_ports: dict[str, int] = {}  # each worker's, once its adapter recorded it
 
     def log_path(self, role: str) -> Path:
         return self.plan.log_dir / f"{role}.log"
@@ -205,6 +228,32 @@ class RoleTable:
                 if pid in tree:
                     return f"role '{name}' (pid {pid})"
         return f"pid {pid}, not a role of this topology"
+
+    def received_system_ports(self) -> dict[str, int]:
+        """{worker: the system port it was started with}, as the role adapter recorded it at
+        exec (NAME.adapter.json): where its /health and /metrics really are."""
+        for role in self.plan.workers:
+            if role.name in self._system_ports:
+                continue
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                record = json.loads((self.plan.log_dir / f"{role.name}.adapter.json").read_text())
+                self._system_ports[role.name] = int(record["ports"]["DYN_SYSTEM_PORT"])
+        return dict(self._system_ports)
+
+    def logged_exception(self) -> tuple[str, str] | None:
+        """(role, its exception line) of the role whose log most recently ended a Python
+        traceback, if any did: what a worker logs while the requests it serves fail 5xx."""
+        found = []
+        for role in self.plan.roles:
+            path = self.log_path(role.name)
+            with contextlib.suppress(OSError):
+                line = last_exception(path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
+                if line:
+                    found.append((path.stat().st_mtime, role.name, line))
+        if not found:
+            return None
+        _, role, line = max(found)
+        return role, line
 
     def missing(self) -> list[str]:
         return [r.name for r in self.plan.roles if r.name not in self.known]

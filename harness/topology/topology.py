@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -59,7 +60,7 @@ from harness.topology.plan import (
     LaunchPlan,
     RolePlan,
     check_launcher,
-    port_names,
+    contract_of,
     resolve,
 )
 from harness.topology.processes import (
@@ -116,6 +117,9 @@ class Deployment(Protocol):
 
     def unprobed_state(self, role: str) -> str:
         """What is known of a role with no health port (the frontend, an aux process)."""
+
+    def logged_exception(self) -> tuple[str, str] | None:
+        """(role, exception line) of the last Python traceback a role logged, where seen."""
 
 
 D = TypeVar("D", bound=Deployment)
@@ -235,6 +239,16 @@ class Topology(Generic[D]):
                 self.healthy_once.add(role.name)
             yield role, sample.state
 
+    def learn_port(self, role: str, port: int) -> None:
+        """The system port a worker was really started with (the role adapter's record) is where
+        its health and counters are polled, whatever variable the profile expected it in."""
+        if self.plan.role(role).port == port:
+            return
+        roles = tuple(
+            dataclasses.replace(r, port=port) if r.name == role else r for r in self.plan.roles
+        )
+        self.plan = dataclasses.replace(self.plan, roles=roles)
+
     def health_state(self, role: str) -> str:
         sample = self.samples.get(role)
         return sample.state if sample else "unknown"
@@ -303,7 +317,14 @@ class Topology(Generic[D]):
 
     # -- failures --------------------------------------------------------------------------
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure:
+        """The failure with its evidence. A request answered 5xx while a role logged a Python
+        traceback names that role and quotes its exception line (the cause sits in its log)."""
         log_tail = ev.pop("log_tail", None)
+        if cause == Cause.HTTP_ERROR and not ev.get("role"):
+            logged = self.deployment.logged_exception()
+            if logged is not None:
+                ev["role"] = logged[0]
+                message += f"; role '{logged[0]}' logged: {logged[1]}"
         role = ev.get("role")
         if log_tail is None and role:
             log_tail = self.role_log_tail(role)
@@ -371,6 +392,8 @@ class Launched:
         if topo.due("rss", RSS_SAMPLE_S):
             topo.peak_rss_mib = max(topo.peak_rss_mib, tree_rss_mib(launcher))
         self.roles.refresh()
+        for role, port in self.roles.received_system_ports().items():
+            topo.learn_port(role, port)
         self.reaper.remember(launcher, self.marker)
         for diagnosis in LogDiagnosis.every():
             if diagnosis.starting_only and topo.phase == "ready":
@@ -426,6 +449,9 @@ class Launched:
     def role_log(self, role: str) -> Path | None:
         return self.roles.log_path(role)
 
+    def logged_exception(self) -> tuple[str, str] | None:
+        return self.roles.logged_exception()
+
     def unprobed_state(self, role: str) -> str:
         if role not in self.roles.known:
             return "not started"
@@ -474,6 +500,9 @@ class Deployed:
 
     def unprobed_state(self, role: str) -> str:
         return "not probed"
+
+    def logged_exception(self) -> tuple[str, str] | None:
+        return None
 
 
 class TargetError(ValueError):
@@ -596,7 +625,8 @@ def launch(
     gpus = take_gpus(profile, tag) if tier == "gpu" else None
     if gpus is not None:
         base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
-    lease = registry.lease(port_names(profile, DynamoSource.from_env(base_env)), tag=tag)
+    contract = contract_of(profile, DynamoSource.from_env(base_env))
+    lease = registry.lease(list(contract.singles), tag=tag, runs=contract.runs)
 
     def release() -> None:
         lease.release()

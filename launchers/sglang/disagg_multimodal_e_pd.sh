@@ -27,7 +27,7 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) 
   --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode pd --page-size 16 --tp-size 1 --trust-remote-code \
   --skip-tokenizer-init --disable-radix-cache --disaggregation-transfer-backend nixl \
-  --embedding-transfer-mode "$EMBEDDING_MODE" --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" \
+  --embedding-transfer-mode "$EMBEDDING_MODE" --nccl-port "$(port SGLANG_NCCL_PORT2 29502)" \
   $(sglang_engine_args "$LAYOUT" 0.8)
 
 wait_any_exit

@@ -24,12 +24,12 @@ DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT2 8082) CUDA_VISIBLE_DEVICES=$(gpu_for 1) 
   --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode prefill "${ENGINE[@]}" --disable-radix-cache \
   --disaggregation-transfer-backend nixl --disaggregation-bootstrap-port "$BOOTSTRAP_PORT" \
-  --nccl-port "$(port SGLANG_NCCL_PORT1 29501)" $(sglang_engine_args "$LAYOUT" 0.8)
+  --nccl-port "$(port SGLANG_NCCL_PORT2 29502)" $(sglang_engine_args "$LAYOUT" 0.8)
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT3 8083) CUDA_VISIBLE_DEVICES=$(gpu_for 2) \
   start_role decode python3 -m dynamo.sglang --model-path "$MODEL" \
   --enable-multimodal --dedicated-mm-encoder \
   --disaggregation-mode decode "${ENGINE[@]}" --disaggregation-transfer-backend nixl \
-  --nccl-port "$(port SGLANG_NCCL_PORT2 29502)" $(sglang_engine_args "$LAYOUT" 0.8)
+  --nccl-port "$(port SGLANG_NCCL_PORT3 29503)" $(sglang_engine_args "$LAYOUT" 0.8)
 
 wait_any_exit

@@ -89,7 +89,27 @@ def test_hard_coded_port_is_flagged(tmp_path: Path) -> None:
         ['s/"$(port SGLANG_NCCL_PORT1 29501)"/29501/'],
     )
     lines = _lines(profile)
-    assert any("[worker] uses port --nccl-port 29501" in ln for ln in lines), lines
+    assert any(
+        "[worker] the role adapter refuses it: would bind port 29501 (--nccl-port), which "
+        "nobody leased" in ln
+        for ln in lines
+    ), lines
+
+
+def test_a_health_port_the_launcher_does_not_hand_out_is_a_finding_not_a_refusal(
+    tmp_path: Path,
+) -> None:
+    """A profile whose worker's health port is not the one its launcher hands the worker loads
+    (the launcher's text is no verdict, and the harness polls the port the role was started
+    with); the audit names the mismatch from what the role received."""
+    profile = _copy(tmp_path, "vllm/agg_qwen3-vl-2b.yaml", "vllm/agg_multimodal.sh", [])
+    profile.write_text(profile.read_text().replace("DYN_SYSTEM_PORT1", "DYN_SYSTEM_PORT7"))
+    lines = _lines(profile)
+    assert any(
+        "[worker] started with DYN_SYSTEM_PORT=" in ln
+        and "(DYN_SYSTEM_PORT1), the profile names DYN_SYSTEM_PORT7=" in ln
+        for ln in lines
+    ), lines
 
 
 def test_a_port_the_launcher_writes_as_a_number_is_named(tmp_path: Path) -> None:

@@ -6,13 +6,13 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
-from harness.topology.plan import launch_signature, port_names, resolve
+from harness.topology.plan import launch_signature, contract_of, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
 def plan_for(profile: Profile, tier: str = "cpu", case_index: int = 0, env: dict | None = None):
-    ports = {name: 21000 + i for i, name in enumerate(port_names(profile))}
+    ports = {name: 21000 + i for i, name in enumerate(contract_of(profile).names)}
     return resolve(
         profile,
         tier,  # type: ignore[arg-type]

@@ -103,11 +103,6 @@ def test_good_profile_and_test_ids(tmp_path: Path) -> None:
             "roles.1.health_port",
             "pattern",
         ),
-        (
-            ("health_port: DYN_SYSTEM_PORT1", "health_port: DYN_SYSTEM_PORT7"),
-            "roles[1].health_port",
-            "DYN_SYSTEM_PORT7 is never read by launchers/vllm/agg_multimodal",
-        ),
     ],
 )
 def test_bad_profile_names_file_and_field(
