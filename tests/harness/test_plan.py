@@ -6,7 +6,7 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
-from harness.topology.plan import launch_signature, contract_of, resolve
+from harness.topology.plan import contract_of, launch_signature, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
