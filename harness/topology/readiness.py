@@ -132,6 +132,8 @@ class Observed(Protocol):
 
     def listed_models(self) -> list[str]: ...
 
+    def request_counts(self) -> dict[str, float | None]: ...
+
     def processes(self) -> list[psutil.Process]: ...
 
     def post_chat(
@@ -402,6 +404,32 @@ class WarmedUp(Phase):
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
 
 
+# A checkout's launcher may send requests of its own once the frontend answers (upstream's router
+# launchers POST a one-token chat every 2 s until one answers 200): the case's requests start once
+# no worker's request counter has moved for this long, so none is judged against another's.
+QUIET_S = 3.0
+
+
+class LauncherQuiet(Phase):
+    """A checkout's launcher has stopped sending requests of its own: every worker's request
+    counter has held still for QUIET_S since the harness's warm-ups were answered."""
+
+    name = "launcher_quiet"
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float | None] | None = None
+        self.since = 0.0
+
+    def done(self, topo: Observed, left_s: float) -> bool:
+        counts = topo.request_counts()
+        if counts != self.counts:
+            self.counts, self.since = counts, topo.elapsed()
+        return topo.elapsed() - self.since >= QUIET_S
+
+    def waiting_for(self, topo: Observed) -> str:
+        return f"the launcher's own requests to stop (worker request counters: {self.counts})"
+
+
 class LoopbackOnly(Check):
     """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
 
@@ -493,7 +521,10 @@ def media_kinds(body: dict[str, Any]) -> list[str]:
 
 
 def default_phases(
-    warmups: Sequence[dict[str, Any]], dynamo_src: bool = False, loopback_only: bool = True
+    warmups: Sequence[dict[str, Any]],
+    dynamo_src: bool = False,
+    loopback_only: bool = True,
+    checkout_launcher: bool = False,
 ) -> list[Phase]:
     return [
         WorkersHealthy(),
@@ -501,6 +532,7 @@ def default_phases(
         *([RanDynamoSource()] if dynamo_src else []),
         RegisteredAsPlanned(),
         WarmedUp(warmups),
+        *([LauncherQuiet()] if checkout_launcher else []),
         *([LoopbackOnly()] if loopback_only else []),
     ]
 

@@ -54,7 +54,7 @@ from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.machine.leases import PortRegistry, take_gpus
 from harness.machine.tier import model_for
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.topology.dynamo_src import DynamoSource
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
 from harness.topology.plan import (
     SCRATCH_SUBDIRS,
     LaunchPlan,
@@ -649,5 +649,10 @@ def launch(
     except BaseException:
         release()
         raise
-    phases = default_phases(warmups, plan.dynamo_src is not None, plan.loopback_only)
+    phases = default_phases(
+        warmups,
+        plan.dynamo_src is not None,
+        plan.loopback_only,
+        checkout_launcher=plan.launcher == CHECKOUT_LAUNCHER,
+    )
     return Topology(plan, phases, Launched(plan, on_release=release))

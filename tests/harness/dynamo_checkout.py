@@ -16,52 +16,12 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
+from harness.core.paths import sglang_python
+from tests.harness.upstream_shapes import GPU_UTILS, LAUNCH_UTILS, LAUNCHERS
+
 SITE = Path(sysconfig.get_paths()["purelib"])
 PROBE = "harness-probe: {package} runs from the checkout"
 EPD = "examples/backends/vllm/launch/disagg_multimodal_epd.sh"
-
-LAUNCH_UTILS = r"""# Launcher helpers in the style of upstream examples/common/launch_utils.sh
-# dyn_port PREFIX INDEX FALLBACK: ${PREFIX}${INDEX}; with DYN_MANAGED_PORTS set it must be given.
-dyn_port() {
-  local name="$1$2" value
-  value=${!name:-}
-  if [[ -n ${DYN_MANAGED_PORTS:-} ]]; then
-    if [[ ! $value =~ ^[0-9]+$ ]]; then
-      echo "Missing or invalid managed port $name: '$value'" >&2
-      return 1
-    fi
-  fi
-  echo "${value:-$3}"
-}
-
-print_launch_banner() {
-  while [[ "${1:-}" == --* ]]; do shift; done
-  echo "=========================================="
-  echo "$1"
-  echo "Model:       $2"
-  echo "Frontend:    http://localhost:$3"
-  echo "=========================================="
-}
-
-dynamo_reap_and_exit() { trap '' TERM INT; kill -TERM 0 2>/dev/null || true; wait; exit "$1"; }
-
-wait_any_exit() {
-  trap 'dynamo_reap_and_exit 0' TERM INT
-  local rc=0
-  wait -n || rc=$?
-  echo "A background process exited with code $rc"
-  dynamo_reap_and_exit "$rc"
-}
-"""
-
-GPU_UTILS = r"""# GPU memory helpers in the style of upstream examples/common/gpu_utils.sh
-build_vllm_gpu_mem_args() {
-  if [[ -n "${_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES:-}" ]]; then
-    echo "--kv-cache-memory-bytes $_PROFILE_OVERRIDE_VLLM_KV_CACHE_BYTES \
-  --gpu-memory-utilization 0.01"
-  fi
-}
-"""
 
 # The newer port contract: upstream's port-isolation change (dyn_port, DYN_MANAGED_PORTS).
 DYN_PORT_EPD = r"""#!/bin/bash
@@ -234,6 +194,11 @@ def perturbed_embeddings(scale: float) -> tuple[str, str, str]:
     )
 
 
+def sglang_site() -> Path:
+    """The CPU tier's SGLang venv's site-packages (its dynamo.sglang)."""
+    return next((sglang_python().parent.parent / "lib").glob("python3*/site-packages"))
+
+
 def build_checkout(
     root: Path,
     health_source: bool = True,
@@ -242,14 +207,20 @@ def build_checkout(
     encode_model: str = "$MODEL_NAME",
     python_fault: tuple[str, str, str] | None = None,
     patch: Path | None = None,
+    shapes: bool = False,
 ) -> Path:
     """The checkout at `root` (see the module doc); returns `root`. `patch`: applied to the
     copied packages first (a docs/patches/ file); `python_fault`: then one edit to the copied
-    dynamo.vllm (file, the installed text, found exactly once, and its replacement)."""
+    dynamo.vllm (file, the installed text, found exactly once, and its replacement); `shapes`:
+    also dynamo.sglang (from the SGLang venv) and a launcher in each of upstream's other shapes
+    at upstream's path (upstream_shapes.py)."""
     src = root / "components" / "src" / "dynamo"
-    for package in ("vllm", "frontend"):
+    packages = [(SITE, "vllm"), (SITE, "frontend")]
+    if shapes:
+        packages.append((sglang_site(), "sglang"))
+    for site, package in packages:
         shutil.copytree(
-            SITE / "dynamo" / package, src / package, ignore=shutil.ignore_patterns("__pycache__")
+            site / "dynamo" / package, src / package, ignore=shutil.ignore_patterns("__pycache__")
         )
         init = src / package / "__init__.py"
         probe = PROBE.format(package=f"dynamo.{package}")
@@ -274,6 +245,8 @@ def build_checkout(
     (common / "launch_utils.sh").write_text(LAUNCH_UTILS)
     (common / "gpu_utils.sh").write_text(GPU_UTILS)
     write_launcher(root, epd_launcher(health_source, encode_extra, contract, encode_model))
+    for rel, text in LAUNCHERS.items() if shapes else ():
+        write_launcher(root, text, rel)
     return root
 
 

@@ -1,7 +1,7 @@
 """The user's Dynamo as the system under test, for real on the CPU tier: a checkout in upstream's
 layout (tests/harness/dynamo_checkout.py) whose own E/P/D launcher runs unmodified through the
 role adapter in place of ours. (a) the checkout's change runs in every role, in upstream main's
-port contract (per-role variables, LLaVA as the launcher's default model); (b) its encode worker
+port contract: test_upstream_shapes.py (vllm_epd_role_vars); (b) its encode worker
 without a health source fails no_health_source naming encode and passes with one:
 test_validate_checkout.py runs both sides in both contracts; (c) a flag the CPU tier cannot map,
 and a role that starts another model than the profile's, are refused, naming the role; (d) nothing
@@ -27,13 +27,12 @@ from harness.oracles.reference import (
 from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, request_body, warmup_bodies
 from harness.tiny_models import build_tiny_model
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, import_records
+from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import (
     DECODE_NEVER_REGISTERS,
     ENCODE_NEVER_REGISTERS,
-    PROBE,
     build_checkout,
     perturbed_embeddings,
 )
@@ -100,29 +99,6 @@ def run_checkout_case(
             plan = topo.plan
     nothing_left(plan.topology_id, list(plan.ports.values()))
     return checks, plan.log_dir
-
-
-def test_the_checkouts_launcher_and_code_run_in_every_role(
-    tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    checkout = build_checkout(tmp_path / "dynamo", contract="role_vars")
-    checks, logs = run_checkout_case(checkout, urls, monkeypatch, CaseRecord())
-    assert any(c.startswith("matches the model's own answer: identical") for c in checks), checks
-    assert "path encode +1, prefill +1, decode +1" in checks
-    for role, package in [
-        ("frontend", "frontend"),
-        ("encode", "vllm"),
-        ("prefill", "vllm"),
-        ("decode", "vllm"),
-    ]:
-        assert PROBE.format(package=f"dynamo.{package}") in (logs / f"{role}.log").read_text()
-    records = import_records(logs)
-    workers = [r for r in records.values() if "dynamo.vllm" in r]
-    assert len(workers) >= 3 and all(str(checkout) in r["dynamo.vllm"] for r in workers)
-    rewrites = (logs / "encode.adapter.json").read_text()
-    assert "kv_buffer_device -> cpu" in rewrites and "-> ipc://" in rewrites
-    # the launcher's default is LLaVA; `--model` (as upstream's tests pass it) chose Qwen3-VL
-    assert "--model Qwen/Qwen3-VL-2B-Instruct -> the tiny checkpoint" in rewrites
 
 
 @pytest.mark.parametrize(

@@ -21,17 +21,27 @@ from tests.harness.dynamo_checkout import (
     write_launcher,
 )
 from tests.harness.test_affected import ids_run_on, listed_as_run_on, selected_by_validate
+from tests.harness.upstream_shapes import vllm_e_pd
 
+E_PD = "examples/backends/vllm/launch/disagg_multimodal_e_pd.sh"
 SRC_IDS = ["mm_epd_qwen3-vl-2b", "mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
 # The shipped E/P/D profile without its E/PD comparison: one launch per id and side.
 CHECKOUT_PROFILES = REPO_ROOT / "tests" / "harness" / "profiles" / "checkout"
 
 
 def seed_checkout(tmp_path: Path, contract: str = "dyn_port") -> Path:
-    """A checkout whose last commit gives the encode worker its health source."""
-    checkout = build_checkout(tmp_path / "dynamo", health_source=False, contract=contract)
-    commit_all(checkout, "E/P/D launcher (encode worker without a health source)")
-    write_launcher(checkout, epd_launcher(health_source=True, contract=contract))
+    """A checkout whose last commit gives the encode worker its health source: the E/P/D
+    launcher in one of upstream's port contracts, or (`e_pd`) upstream's E/PD launcher, whose
+    encode worker ships without one."""
+    if contract == "e_pd":
+        checkout = build_checkout(tmp_path / "dynamo", shapes=True)
+        write_launcher(checkout, vllm_e_pd(health_source=False), E_PD)
+        commit_all(checkout, "E/PD launcher as upstream ships it (no encode health source)")
+        write_launcher(checkout, vllm_e_pd(health_source=True), E_PD)
+    else:
+        checkout = build_checkout(tmp_path / "dynamo", health_source=False, contract=contract)
+        commit_all(checkout, "E/P/D launcher (encode worker without a health source)")
+        write_launcher(checkout, epd_launcher(health_source=True, contract=contract))
     commit_all(checkout, "encode worker: DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS")
     return checkout
 
@@ -74,9 +84,10 @@ def test_affected_and_validate_checkout_select_the_same_ids(
 @pytest.mark.parametrize(
     ("contract", "ids"),
     # both ids under the newer contract; one under the older (a contract changes which
-    # variables the launcher reads, not what a case sends: four launches would repeat two)
-    [("dyn_port", SRC_IDS), ("role_vars", SRC_IDS[:1])],
-    ids=["dyn_port", "role_vars"],
+    # variables the launcher reads, not what a case sends: four launches would repeat two);
+    # upstream's E/PD launcher, whose encode worker has no health source as it ships
+    [("dyn_port", SRC_IDS), ("role_vars", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
+    ids=["dyn_port", "role_vars", "e_pd_as_upstream_ships_it"],
 )
 def test_the_seed_table_for_a_checkout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], contract: str, ids: list[str]
