@@ -42,3 +42,47 @@ def test_a_log_without_polls_is_only_uncoloured(tmp_path: Path) -> None:
 
 def test_a_missing_log_says_so(tmp_path: Path) -> None:
     assert tail(tmp_path / "nope.log") == f"(no log at {tmp_path / 'nope.log'})"
+
+
+# What the SGLang E/PD PD worker logs when NIXL cannot take the embeddings it is sent (as the
+# harness saw it on the CPU tier before the role adapter gave SGLang local transfer).
+RDMA_TRACEBACK = """\x1b[2m2026-12-03T10:00:00Z\x1b[0m ERROR worker_handler: generate failed
+Traceback (most recent call last):
+  File "/x/dynamo/common/multimodal/embedding_transfer.py", line 88, in receive_embeddings
+    metadata = RdmaMetadata.model_validate(raw)
+pydantic_core._pydantic_core.ValidationError: 1 validation error for RdmaMetadata
+descriptors
+  Field required [type=missing, input_value={}, input_type=dict]
+"""
+
+
+def test_a_5xx_names_the_role_that_logged_the_exception_and_quotes_its_line(
+    tmp_path: Path,
+) -> None:
+    """A request answered 5xx: the failure names the role whose log last ended a Python
+    traceback, and quotes the exception line; its log tail is the evidence."""
+    import os
+    import time
+
+    from harness.core.verdict import Cause
+    from harness.topology.topology import Launched, Topology
+    from tests.harness.test_plan import PROFILES, plan_for
+
+    plan = plan_for(PROFILES["sglang_e_pd_qwen3-vl-2b"])
+    plan = type(plan)(**{**plan.__dict__, "run_dir": tmp_path})
+    plan.log_dir.mkdir(parents=True)
+    (plan.log_dir / "encode.log").write_text(
+        "Traceback (most recent call last):\n  File 'a.py'\nKeyError: 'old'\n"
+    )
+    old = time.time() - 60
+    os.utime(plan.log_dir / "encode.log", (old, old))
+    (plan.log_dir / "pd.log").write_text(RDMA_TRACEBACK)
+    topo = Topology(plan, [], Launched(plan))
+    failure = topo.failure(Cause.HTTP_ERROR, "warm-up request answered HTTP 500 3 times")
+    assert failure.evidence.role == "pd"
+    assert failure.message.endswith(
+        "role 'pd' logged: pydantic_core._pydantic_core.ValidationError: 1 validation error "
+        "for RdmaMetadata"
+    ), failure.message
+    assert "receive_embeddings" in failure.evidence.log_tail
+    assert topo.failure(Cause.WRONG_ANSWER, "x").evidence.role is None  # not for other causes

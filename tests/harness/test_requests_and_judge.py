@@ -150,6 +150,29 @@ def test_cross_topology_equality_needs_a_different_launch() -> None:
         )
 
 
+def test_a_case_whose_baseline_failed_is_not_judged_against_it() -> None:
+    """The baseline's case failed (here at launch): the comparison is not judged, says which case
+    failed and why, and vouches for nothing; the case's own oracles still decide it."""
+    store = BaselineStore()
+    e_pd = PROFILES["e_pd_qwen3-vl-2b"]
+    plain, b64 = e_pd.cases[0], e_pd.cases[1]
+    b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
+    judge = judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd")
+    key = judge.scope(plain).key()
+    store.record_failure(key, "mm_e_pd_qwen3-vl-2b", "no_health_source")
+    lines = verdict(judge, b64, response(200, answer("xyz")))
+    line = next(c for c in lines if c.startswith("same as e_pd"))
+    assert (
+        line == "same as e_pd: not judged: baseline mm_e_pd_qwen3-vl-2b failed (no_health_source)"
+    )
+    assert judge.content_passed == 0  # nothing read the content and vouched
+    # an answer it recorded before failing is no baseline either
+    store.record(key, "sig-plain", "xyz")
+    assert "not judged" in next(
+        c for c in verdict(judge, b64, response(200, answer("Q"))) if "same" in c
+    )
+
+
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
