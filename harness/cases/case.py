@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs, request_body
-from harness.topology.plan import launch_signature
+from harness.topology.plan import ENCODER_TAP_ENV, launch_signature
 from harness.topology.roles import WorkerCounters, prompt_tokens_ran, requests_of
 from harness.topology.topology import Topology, launch
 
@@ -123,6 +124,8 @@ class CaseRecord:
     # per request: (HTTP status, how many oracles reading the answer's content passed)
     verdicts: list[tuple[int, int]] = field(default_factory=list)
     max_logprob_gap: float | None = None  # the largest |engine - model| logprob of its answers
+    # the requests no numeric oracle vouched for (CPU tier), each with why
+    unnumbered: list[str] = field(default_factory=list)
 
 
 def run_case(
@@ -155,7 +158,9 @@ def run_case(
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             hits.append(request_hit(resp.json().get("usage"), before, after))
-        answer = judge.answer(request, body, resp, ran=ran, path=path, send=topo.post_chat)
+        answer = judge.answer(
+            request, body, resp, ran=ran, path=path, send=topo.post_chat, tap_dir=tap_dir(topo)
+        )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
         content_before = judge.content_passed
@@ -169,9 +174,17 @@ def run_case(
             if answer.logprob_gap is not None:
                 record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
+        if judge.unnumbered:
+            record.unnumbered.append(judge.unnumbered)
     run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), topo, case_start, hits)
     record.checks += judge.judge_case(run)
     return record.checks
+
+
+def tap_dir(topo: Topology[Any]) -> Path | None:
+    """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
+    tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
+    return Path(tap) if tap else None
 
 
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet

@@ -100,6 +100,8 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "budget_s": spec.budget.total_s if spec else None,
         "checks": list(rec.checks),  # every oracle that passed, one line each
         "max_logprob_gap": rec.max_logprob_gap,
+        # requests judged without a numeric oracle (a blind spot named, not hidden), and why
+        "unjudged_numerically": list(rec.unnumbered),
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
 from harness.oracles.checks import OracleResult
+from harness.oracles.encoder_rows import reference_on_rows, tapped_rows
 from harness.oracles.reference import (
     CPU_ENGINE_DTYPE,
     BaselineStore,
@@ -20,11 +22,15 @@ from harness.oracles.reference import (
     ProcessorCounts,
     Reference,
     processor_counts,
+    processor_inputs,
     reference,
 )
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs, fingerprint
+
+if TYPE_CHECKING:
+    import torch
 
 OTHER_MEDIA = "|other media"  # a baseline key's suffix: the answer with the other image/video
 
@@ -58,6 +64,11 @@ class Scope:
         encoder = any(r.discovery_component == "encode" for r in self.profile.worker_roles)
         return encoder and any(kind in IMAGE_KINDS for kind in self.request.media)
 
+    @property
+    def kv_handoff(self) -> bool:
+        """A prefill worker computes the prompt and a decode worker imports its KV (P/D, E/P/D)."""
+        return any(r.discovery_component == "prefill" for r in self.profile.worker_roles)
+
     def key(self, topology: str | None = None, twin: bool = False) -> Key:
         """The baseline key of this request's answer on `topology` (default: its own)."""
         return (
@@ -82,6 +93,8 @@ class Answer:
     send: Callable[[dict[str, Any]], requests.Response] | None = None  # on the same launch
     twin_status: int | None = None  # the HTTP status of the last twin a relation sent
     logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
+    # where the encode worker's vision model's rows were tapped (CPU tier; None: not seen)
+    tap_dir: Path | None = None
 
     @property
     def request(self) -> RequestSpec:
@@ -108,6 +121,30 @@ class Answer:
     @property
     def reference_ids(self) -> list[int] | None:
         return None if self.reference is None else self.reference.ids
+
+    @cached_property
+    def inputs(self) -> Any | None:
+        """The model's own processor outputs for the request (None: not mirrored)."""
+        return processor_inputs(self.model_dir, self.body["messages"], self.urls.fetch)
+
+    @cached_property
+    def encoder_rows(self) -> torch.Tensor | None:
+        """What the encode worker's vision model returned for the request's images (the tap),
+        None where it was not seen."""
+        inputs = self.inputs
+        if self.tap_dir is None or inputs is None or "pixel_values" not in inputs:
+            return None
+        return tapped_rows(self.tap_dir, inputs["pixel_values"])
+
+    @cached_property
+    def rows_reference(self) -> Reference | None:
+        """The model's language model on the encoder's rows, placed as the path places them."""
+        rows = self.encoder_rows
+        if rows is None:
+            return None
+        return reference_on_rows(
+            self.model_dir, self.body, self.urls.fetch, rows, self.scope.kv_handoff
+        )
 
 
 def content_of(data: dict[str, Any]) -> str:

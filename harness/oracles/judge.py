@@ -11,6 +11,8 @@ from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
 from harness.oracles.checks import OracleResult
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import (
+    FLOW_ENCODER,
+    FLOW_NUMBERS,
     Oracle,
     OtherMedia,
     applicable,
@@ -21,6 +23,8 @@ from harness.profiles import Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs
 
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
+NO_LONGER_SHOWS = ": it no longer shows; remove the known_defect declaration"
+UNREACHED = ": it did not show, and an earlier stage failed (not a reason to remove it)"
 
 
 @dataclass
@@ -33,6 +37,8 @@ class CaseJudge:
     signature: str
     settings: JudgeSettings = field(default_factory=JudgeSettings)
     content_passed: int = 0  # oracles that read an answer's content and vouched for it
+    # the last answer judged on the CPU tier with no numeric oracle that vouched, and why
+    unnumbered: str | None = None
 
     def scope(self, request: RequestSpec) -> Scope:
         return Scope(request, self.tier, self.profile, self.settings)
@@ -51,21 +57,52 @@ class CaseJudge:
         )  # type: ignore[arg-type]
 
     def judge(self, answer: Answer) -> list[str]:
-        """Checks that held, one line each; raises TopologyFailure at the first that fails."""
+        """Checks that held, one line each. Every oracle judges; where any fails, raises the
+        failure earliest in the request's data flow (its shape, its path, the encoder's rows,
+        its content, its numbers), naming every other one that failed too."""
         lines = []
+        failed: list[tuple[Oracle, TopologyFailure]] = []
         if self.tier == "cpu" and answer.scope.expect_status == answer.resp.status_code == 200:
             self.baselines.record(
                 answer.scope.key(), self.signature, answer.content, answer.scope.through_encoder
             )
+        numeric: list[tuple[bool, str]] = []  # each numeric oracle: (vouched, its line)
         for oracle in applicable(answer.scope):
             result = oracle.check(answer)
             try:
                 lines.append(self.held(answer, oracle, result))
             except TopologyFailure as failure:
-                raise self.explained(failure, answer, oracle) from None
+                failed.append((oracle, failure))
+                continue
             if oracle.reads_content and result.passed and result.vouches:
                 self.content_passed += 1
+            if oracle.flow == FLOW_NUMBERS:
+                numeric.append((result.passed and result.vouches, lines[-1]))
+        self.unnumbered = None
+        if self.tier == "cpu" and answer.resp.status_code == 200 and not any(v for v, _ in numeric):
+            self.unnumbered = "; ".join(line for _, line in numeric) or "no numeric oracle applies"
+        if failed:
+            raise self.verdict(answer, failed)
         return lines
+
+    def verdict(
+        self, answer: Answer, failed: list[tuple[Oracle, TopologyFailure]]
+    ) -> TopologyFailure:
+        """The first failure in data-flow order names the cause; the rest follow it. A declared
+        defect that did not show says so, but never advises removing itself while an earlier
+        stage (the path, the encoder's rows) failed: the request may not have reached it."""
+        failed.sort(key=lambda pair: (pair[0].flow, pair[0].order))
+        first_oracle, first = failed[0]
+        structural = first_oracle.flow <= FLOW_ENCODER
+        others = []
+        for oracle, failure in failed[1:]:
+            text = failure.message
+            if structural and text.endswith(NO_LONGER_SHOWS):
+                text = text.removesuffix(NO_LONGER_SHOWS) + UNREACHED
+            others.append(f"[{oracle.name}] {text}")
+        message = first.message + (f"; also failing: {'; '.join(others)}" if others else "")
+        primary = TopologyFailure(first.cause, message, first.evidence)
+        return self.explained(primary, answer, first_oracle)
 
     def judge_case(self, run: CaseRun) -> list[str]:
         """The case oracles' lines, once every request of the case is answered; raises at the
@@ -92,8 +129,7 @@ class CaseJudge:
             raise fail(
                 Cause.WRONG_ANSWER,
                 f"{prefix}{result.detail}, but the profile declares upstream defect {defect.id} "
-                f"here ({oracle.defect} must fail while it shows): it no longer shows; remove the "
-                "known_defect declaration",
+                f"here ({oracle.defect} must fail while it shows){NO_LONGER_SHOWS}",
             )
         return f"{prefix}upstream defect {defect.id} holds: {result.detail[:DETAIL_CHARS]}"
 

@@ -22,6 +22,8 @@ from harness.plugin.collection import PULLED_IN, SHARD_PLAN, serve_case_of
 from harness.plugin.fixtures import RECORD
 from harness.report.render import junit_properties
 
+UNNUMBERED = pytest.StashKey[list[tuple[str, str]]]()  # (test id, why) per request
+
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if SHARD_PLAN in config.stash:
@@ -29,6 +31,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(
             f"serve-harness shard {shard}: {len(plan.of(shard))} case(s), predicted "
             f"{plan.seconds[shard.index - 1]:.0f} s (all shards: {plan.seconds})"
+        )
+    blind = config.stash.get(UNNUMBERED, [])
+    if blind:
+        whys = sorted({why for _, why in blind})
+        terminalreporter.write_line(
+            f"serve-harness judged without a numeric oracle: {len(blind)} request(s) "
+            f"({', '.join(sorted({tid for tid, _ in blind}))}), because: {' | '.join(whys)}"
         )
     pulled = config.stash.get(PULLED_IN, [])
     if pulled:
@@ -66,6 +75,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             + f", {result['duration_s']:.1f} s"
         )
         report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
+        blind = item.config.stash.setdefault(UNNUMBERED, [])
+        blind += [(sc.test_id, why) for why in result["unjudged_numerically"]]
         path = item.config.getoption("--results")
         if path:
             ResultsFile(Path(path)).append(result)

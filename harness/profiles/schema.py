@@ -100,6 +100,24 @@ class RootCause(Strict):
         )
 
 
+class EncoderRecipe(Strict):
+    """What a defective encoder computes, precisely enough to compute it from the model's own
+    weights on the raw media (harness/oracles/encoder_rows.py): the dtype its vision tower runs
+    in, and which features it projects (`model`: the model's own feature layer and selection;
+    `last_hidden_state`: the tower's last layer, every row kept, CLS included)."""
+
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    features: Literal["model", "last_hidden_state"] = "model"
+
+    def describe(self) -> str:
+        rows = (
+            "the model's own features"
+            if self.features == "model"
+            else ("the last hidden state, CLS row kept")
+        )
+        return f"{rows} in {self.dtype}"
+
+
 class KnownDefect(Strict):
     """An upstream defect a request shows on the CPU tier, named at its root and proven by an
     unpatched-versus-patched run (`proof`: the table and the patch in docs/). Each oracle in
@@ -111,6 +129,9 @@ class KnownDefect(Strict):
     effect: str = Field(min_length=20)  # the measured effect on the answer
     proof: str = Field(pattern=DEFECT_PROOF.pattern)
     oracles: list[DefectOracle] = Field(min_length=1)
+    # where the defect is in the encoder: what it computes instead (the encoder oracle holds the
+    # encoder's rows to it, and the numbers after the encoder are judged on those rows)
+    encoder: EncoderRecipe | None = None
 
     def describe(self) -> str:
         return f"upstream defect {self.id}: {self.root_cause.describe()} ({self.proof})"

@@ -22,7 +22,7 @@ from harness.core.secrets import redact_env, scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
 from harness.profiles.launchers import fixed_ports, text_with_used_files
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, DynamoSource
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
 from harness.topology.port_contract import FRONTEND_PORT, PortContract, port_contract
 from harness.topology.processes import foreign_listeners
 
@@ -284,6 +284,21 @@ def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
     return f"{Path(profile.launcher).stem}-{tier}-{digest}"
 
 
+ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"
+
+
+def encoder_tap_dir(log_dir: Path) -> Path:
+    return log_dir / "encoder"
+
+
+def encoder_tap_env(log_dir: Path, pythonpath: str | None) -> dict[str, str]:
+    """CPU tier: the role site's encoder tap (role_site/sitecustomize.py) on every role's path."""
+    path = pythonpath.split(os.pathsep) if pythonpath else []
+    if str(ROLE_SITE) not in path:
+        path.insert(0, str(ROLE_SITE))
+    return {"PYTHONPATH": os.pathsep.join(path), ENCODER_TAP_ENV: str(encoder_tap_dir(log_dir))}
+
+
 def adapter_env(
     profile: Profile, model: str, env: Mapping[str, str], ports: Mapping[str, int]
 ) -> dict[str, str]:
@@ -350,6 +365,8 @@ def resolve(
     )
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
+    if tier == "cpu":
+        env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
     env.update(adapter_env(profile, model, env, ports))
     launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
     if launcher != root / profile.launcher:  # the checkout's own

@@ -87,4 +87,10 @@ def test_a_declared_oracle_is_listed_as_failing_and_vouches_for_nothing() -> Non
     [plan] = case_oracles(e_pd.cases[0], "cpu", e_pd)
     assert f"prompt tokens{DECLARED}" in plan.labels
     assert f"matches the model's own answer{DECLARED}" in plan.labels
-    assert plan.content == ("other media answers differently", "other transport answers the same")
+    # the numbers after the encoder still vouch: judged on the encoder's own rows
+    assert plan.content == (
+        "logprobs on the encoder's own rows within 0.0003",
+        "other media answers differently",
+        "other transport answers the same",
+    )
+    assert any(label.startswith("encoder rows are the last hidden state") for label in plan.labels)

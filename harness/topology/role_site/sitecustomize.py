@@ -1,7 +1,16 @@
-"""Put at the head of a role's PYTHONPATH by the harness when it runs a Dynamo checkout
-(`--dynamo-src`): records which file each `dynamo.<package>` is loaded from, so the harness can
-prove the checkout's code ran in that role. One JSON line per package, written the moment it is
-imported, to $HARNESS_IMPORT_RECORDS/<pid>.jsonl. It changes nothing the role imports."""
+"""Put at the head of a role's PYTHONPATH by the harness. Two observers; neither changes what a
+role computes:
+
+- with a Dynamo checkout (`--dynamo-src`, $HARNESS_IMPORT_RECORDS): records which file each
+  `dynamo.<package>` is loaded from, so the harness can prove the checkout's code ran in that
+  role. One JSON line per package, written the moment it is imported, to
+  $HARNESS_IMPORT_RECORDS/<pid>.jsonl.
+- on the CPU tier ($HARNESS_ENCODER_TAP): a copy of what Dynamo's vLLM encode worker's vision
+  model returns for each image batch (`encode_image_embeddings`, before the handler does anything
+  with it), written to $HARNESS_ENCODER_TAP/<key>.safetensors, the key the first 16 hex digits
+  of the sha256 of the float32 pixel values it was given. The harness feeds these rows to the
+  model's own language model (transformers) to judge every step after the encoder to the
+  number, and judges the encoder itself against them."""
 
 import importlib.machinery
 import json
@@ -30,6 +39,60 @@ class DynamoImportRecorder:
             pass  # a missing record is reported by the harness, naming the role
         return None
 
+
+ENCODE_UTILS = "dynamo.vllm.multimodal_utils.encode_utils"
+
+
+class EncoderTap:
+    """A meta-path finder that, once `dynamo.vllm.multimodal_utils.encode_utils` has run, wraps
+    its `encode_image_embeddings` (before the handler module imports the name)."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name != ENCODE_UTILS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]
+        if spec is None or spec.loader is None:
+            return None
+        run = spec.loader.exec_module  # type: ignore[union-attr]
+
+        def run_and_wrap(module: object) -> None:
+            run(module)
+            module.encode_image_embeddings = self.wrap(module.encode_image_embeddings)  # type: ignore[attr-defined]
+
+        spec.loader.exec_module = run_and_wrap  # type: ignore[union-attr,method-assign]
+        return spec
+
+    def wrap(self, encode: object) -> object:
+        def encode_image_embeddings(*args: object, **kwargs: object) -> object:
+            rows = encode(*args, **kwargs)  # type: ignore[operator]
+            try:
+                self.save(kwargs.get("image_embeds") or args[1], rows)  # type: ignore[index]
+            except Exception as exc:  # an observer never breaks the role
+                print(f"harness encoder tap: not recorded: {exc!r}", file=sys.stderr)
+            return rows
+
+        return encode_image_embeddings
+
+    def save(self, image_embeds: object, rows: object) -> None:
+        import hashlib
+
+        from safetensors.torch import save_file
+
+        pixels = image_embeds["pixel_values"].detach().float().cpu().contiguous()  # type: ignore[index]
+        key = hashlib.sha256(pixels.numpy().tobytes()).hexdigest()[:16]
+        target = os.path.join(self.out_dir, f"{key}.safetensors")
+        partial = f"{target}.{os.getpid()}.partial"
+        save_file({"rows": rows.detach().cpu().contiguous()}, partial)  # type: ignore[attr-defined]
+        os.replace(partial, target)
+
+
+_tap = os.environ.get("HARNESS_ENCODER_TAP")
+if _tap:
+    os.makedirs(_tap, exist_ok=True)
+    sys.meta_path.insert(0, EncoderTap(_tap))
 
 _records = os.environ.get("HARNESS_IMPORT_RECORDS")
 if _records:
