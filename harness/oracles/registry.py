@@ -226,7 +226,8 @@ class ModelAnswer(Answered):
         ids = answer.reference_ids
         if ids is None:
             return OracleResult(True, "no reference computable for this media", vouches=False)
-        reference = load_processor(answer.model_dir).tokenizer.decode(ids, skip_special_tokens=True)
+        tokenizer = load_processor(answer.model_dir).tokenizer
+        reference = tokenizer.decode(ids, skip_special_tokens=True)
         model_says = {"choices": [{"message": {"content": reference}}]}
         result = check_same_text(answer.data, model_says, label="the model's answer")
         if result.passed:
@@ -237,7 +238,17 @@ class ModelAnswer(Answered):
         )
         counts = answer.counts
         agree = counts is not None and prompt == counts.prompt
-        if (
+        on_rows = answer.rows_reference
+        if on_rows is not None:  # the encoder's own rows tell which side of it departed
+            if on_rows.ids == answer.reference_ids:
+                why += (
+                    "; the model's language model on the encoder's own rows answers as the "
+                    "model does: the departure is after the encoder (the transfer, or a "
+                    "worker's computation)"
+                )
+            elif tokenizer.decode(on_rows.ids, skip_special_tokens=True) == answer.content:
+                why += "; the encoder's own rows give this answer: the departure is the encoder's"
+        elif (
             answer.scope.through_encoder
             and agree
             and counts is not None

@@ -182,15 +182,21 @@ DECODE_NEVER_REGISTERS = (
 )
 
 
-def perturbed_embeddings(scale: float) -> tuple[str, str, str]:
-    """The encode worker's image embeddings plus `scale` x Gaussian noise (seeded): the size of
-    a wrong cast or a bad kernel, small enough that the greedy text may not move."""
+def perturbed_embeddings(relative: float, switch: Path | None = None) -> tuple[str, str, str]:
+    """The encode worker's image rows plus `relative` x their RMS x Gaussian noise (seeded), added
+    after its vision model returned them (the size of a wrong cast or a bad transfer: small
+    enough that the greedy text may not move), while the file `switch` exists (None: always)."""
+    when = f"os.path.exists({str(switch)!r})" if switch is not None else "True"
     return (
         "multimodal_handlers/encode_worker_handler.py",
         "                    encoded_embeddings = embeddings\n",
-        "                    embeddings = embeddings + "
-        f"{scale!r} * torch.randn(embeddings.shape, generator=torch.Generator().manual_seed(0))"
-        ".to(embeddings.dtype)  # the fault\n                    encoded_embeddings = embeddings\n",
+        f"                    if {when}:  # the fault\n"
+        "                        rms = embeddings.float().pow(2).mean().sqrt()\n"
+        "                        noise = torch.randn(embeddings.shape, "
+        "generator=torch.Generator().manual_seed(0))\n"
+        f"                        embeddings = (embeddings.float() + {relative!r} * rms * noise)"
+        ".to(embeddings.dtype)\n"
+        "                    encoded_embeddings = embeddings\n",
     )
 
 
