@@ -40,7 +40,7 @@ def variants(profile: Profile) -> list[tuple[Tier, CaseSpec]]:
     """One case per distinct launch (tier, launcher args), skipping cases a tier skips."""
     seen: dict[tuple[str, tuple[str, ...]], CaseSpec] = {}
     for tier in TIERS:
-        if profile.tier(tier) is None:
+        if profile.tier(tier) is None or (tier == "gpu" and profile.gpu_skip):
             continue
         for case in profile.cases:
             if (case.cpu_skip if tier == "cpu" else case.gpu_skip) is not None:

@@ -35,7 +35,12 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs, request_body
 from harness.topology.plan import ENCODER_TAP_ENV, launch_signature
-from harness.topology.roles import WorkerCounters, prompt_tokens_ran, requests_of
+from harness.topology.roles import (
+    ImageTokenTally,
+    WorkerCounters,
+    prompt_tokens_ran,
+    requests_of,
+)
 from harness.topology.topology import Topology, launch
 
 XPU_SKIP = (
@@ -89,6 +94,8 @@ class ServeCase:
                     "scripts/bootstrap.sh (HARNESS_SGLANG_CPU=0 skips building it)"
                 )
             return None
+        if self.profile.gpu_skip:
+            return f"CPU tier only: {self.profile.gpu_skip}"
         if self.case.gpu_skip:
             return self.case.gpu_skip
         if self.profile.accelerator == "xpu":
@@ -148,6 +155,7 @@ def run_case(
         repeat_of_case = request is requests[0]
         body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
         before = topo.role_counters()
+        images_before = topo.image_tokens() if request.image_token_metrics else None
         try:
             resp = topo.post_chat(body)
         except TopologyFailure as failure:
@@ -159,7 +167,14 @@ def run_case(
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             hits.append(request_hit(resp.json().get("usage"), before, after))
         answer = judge.answer(
-            request, body, resp, ran=ran, path=path, send=topo.post_chat, tap_dir=tap_dir(topo)
+            request,
+            body,
+            resp,
+            ran=ran,
+            path=path,
+            send=topo.post_chat,
+            tap_dir=tap_dir(topo),
+            image_tokens=settled_image_tokens(topo, images_before),
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
@@ -185,6 +200,24 @@ def tap_dir(topo: Topology[Any]) -> Path | None:
     """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
     tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
     return Path(tap) if tap else None
+
+
+def settled_image_tokens(
+    topo: Topology[Any], before: ImageTokenTally | None
+) -> ImageTokenTally | None:
+    """How the frontend's image-token histogram moved over a request (it may record just after
+    answering), or None where it was not read."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + PATH_SETTLE_S
+    while True:
+        after = topo.image_tokens()
+        if after is None:
+            return None
+        moved = ImageTokenTally(after.requests - before.requests, after.tokens - before.tokens)
+        if moved.requests or time.monotonic() > deadline:
+            return moved
+        time.sleep(0.1)
 
 
 PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet

@@ -58,6 +58,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def hardware(profile: Profile, tier: Tier) -> str:
     """GPU: e.g. 'gpu_1 runner, 1 GPU(s) of >= 24 GiB: #0 20.2 GiB (encode 3.9 + prefill 8.1 +
     decode 8.1), Qwen/Qwen3-VL-2B-Instruct' (the memory plan, harness/machine/memory_plan.py)."""
+    if tier == "gpu" and profile.gpu_skip:
+        return f"GPU tier not planned: {profile.gpu_skip}"
     if tier == "gpu":
         plan = plan_memory(profile)
         gpus = "; ".join(

@@ -28,6 +28,7 @@ from harness.oracles.reference import (
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.requests.chat import MediaURLs, fingerprint
+from harness.topology.roles import ImageTokenTally
 
 if TYPE_CHECKING:
     import torch
@@ -95,6 +96,8 @@ class Answer:
     logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
     # where the encode worker's vision model's rows were tapped (CPU tier; None: not seen)
     tap_dir: Path | None = None
+    # how the frontend's image-token histogram moved over the request (None: not observed)
+    image_tokens: ImageTokenTally | None = None
 
     @property
     def request(self) -> RequestSpec:

@@ -336,6 +336,7 @@ class ProcessorCounts:
 
     prompt: int  # every prompt token
     media: int  # image and video placeholder tokens among them
+    images: int = 0  # of those, the image placeholders
 
     def media_implied(self, prompt_tokens: int) -> int:
         """Media tokens a reported prompt length implies, the text being the processor's."""
@@ -351,9 +352,12 @@ def processor_counts(
         return None
     processor = load_processor(str(model_dir))
     ids = inputs["input_ids"][0].tolist()
-    tokens = (getattr(processor, "image_token", None), getattr(processor, "video_token", None))
-    placeholders = {processor.tokenizer.convert_tokens_to_ids(t) for t in tokens if t}
-    return ProcessorCounts(len(ids), sum(1 for i in ids if i in placeholders))
+    image, video = getattr(processor, "image_token", None), getattr(processor, "video_token", None)
+    placeholders = {processor.tokenizer.convert_tokens_to_ids(t) for t in (image, video) if t}
+    image_id = processor.tokenizer.convert_tokens_to_ids(image) if image else None
+    return ProcessorCounts(
+        len(ids), sum(1 for i in ids if i in placeholders), sum(1 for i in ids if i == image_id)
+    )
 
 
 def role_prompt_check(

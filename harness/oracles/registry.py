@@ -44,6 +44,7 @@ from harness.oracles.reference import (
 )
 from harness.oracles.serving import check_cache_hits, check_spread
 from harness.profiles import CaseSpec, KnownDefect, Profile, RequestSpec, Tier
+from harness.topology.roles import IMAGE_TOKENS
 
 FLOW_SHAPE, FLOW_PATH, FLOW_ENCODER, FLOW_CONTENT, FLOW_NUMBERS = range(5)
 
@@ -192,6 +193,43 @@ class PromptTokens(Answered):
         if answer.counts is None:
             return OracleResult(False, "cannot compute expected prompt tokens here")
         return check_prompt_tokens(answer.data, answer.counts.prompt)
+
+
+class ImageTokens(Answered):
+    """The frontend's own image-token metric took the request: its histogram counted one
+    image-bearing request, and on the CPU tier the image placeholder tokens the model's
+    processor places (upstream's image_token_metrics check)."""
+
+    name = "image-token metric"
+    order = 45
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.request.image_token_metrics
+
+    def label(self, scope: Scope) -> str:
+        counted = "the processor's image tokens" if scope.tier == "cpu" else "its image tokens"
+        return f"the frontend's image-token metric counts the request and {counted}"
+
+    def check(self, answer: Answer) -> OracleResult:
+        moved = answer.image_tokens
+        if moved is None:
+            return OracleResult(False, "image-token metric: the frontend's /metrics did not answer")
+        if moved.requests != 1:
+            return OracleResult(
+                False,
+                f"image-token metric: {IMAGE_TOKENS}_count moved by {moved.requests:g}, "
+                "expected 1 (the frontend recorded no image tokens for this request)",
+            )
+        if answer.scope.tier == "gpu" or answer.counts is None:
+            ok = moved.tokens >= 1
+            return OracleResult(ok, f"image-token metric: 1 request, {moved.tokens:g} tokens")
+        want = answer.counts.images
+        return OracleResult(
+            moved.tokens == want,
+            f"image-token metric: 1 request, {moved.tokens:g} image tokens "
+            + ("==" if moved.tokens == want else "!=")
+            + f" the processor's {want}",
+        )
 
 
 class RolePrompts(Answered):

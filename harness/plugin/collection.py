@@ -70,7 +70,7 @@ def marks_for(
     p = sc.profile
     spec = p.tier(sc.tier)
     marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
-    if sc.tier == "gpu":
+    if sc.tier == "gpu" and not p.gpu_skip:
         per_gpu = plan_memory(p).per_device()
         marks.append(pytest.mark.vram_gib(round(max(per_gpu) / GIB, 2)))
     if spec is not None:

@@ -203,6 +203,9 @@ class RequestSpec(Strict):
     # (harness/oracles/serving.py), e.g. {encode: 0}; path_reason says why.
     path: dict[str, int] = {}
     path_reason: str | None = None
+    # The frontend's image-token histogram records this request (upstream's image_token_metrics
+    # check): one image-bearing request, and on the CPU tier the processor's image tokens.
+    image_token_metrics: bool = False
 
     @model_validator(mode="after")
     def _path_has_reason(self) -> RequestSpec:
@@ -246,7 +249,7 @@ class CaseSpec(RequestSpec):
 class ModelSpec(Strict):
     short_name: str
     gpu: str
-    cpu: Literal["qwen3_vl", "llava"] | None = None
+    cpu: Literal["qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl"] | None = None
 
 
 class Budget(Strict):
@@ -311,6 +314,8 @@ class Profile(Strict):
     gpu: GpuTierSpec
     cpu: TierSpec | None = None
     cpu_skip: str | None = None
+    # why the GPU tier cannot run or plan this profile here (its cases skip, naming it)
+    gpu_skip: str | None = None
     cases: list[CaseSpec] = Field(min_length=1)
     source: str = ""
 

@@ -69,7 +69,7 @@ def upstream_sources(path: Path = CATALOGUE) -> dict[str, str]:
 
 def upstream_ids(path: Path = CATALOGUE) -> frozenset[str]:
     """The ids upstream Dynamo runs (carried here or not): `list` and `affected` tag them."""
-    return frozenset(t.id for t in upstream_tests(path))
+    return frozenset(t.here or t.id for t in upstream_tests(path))
 
 
 UPSTREAM_TAG = "[upstream id]"

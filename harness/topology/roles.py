@@ -326,6 +326,47 @@ def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters 
     return parse_counters(resp.text) if resp.ok else None
 
 
+# dynamo.frontend's own histogram of the image placeholder tokens it computed per image-bearing
+# request (ai-dynamo 1.6.1 dynamo/prometheus_names.py frontend_service), on its HTTP port.
+IMAGE_TOKENS = "dynamo_frontend_image_tokens_per_request"
+
+
+@dataclass(frozen=True)
+class ImageTokenTally:
+    requests: float  # the histogram's _count: image-bearing requests it recorded
+    tokens: float  # its _sum: their image placeholder tokens
+
+
+def parse_image_tokens(text: str) -> ImageTokenTally:
+    """The frontend's image-token histogram, all label sets summed.
+
+    >>> parse_image_tokens('dynamo_frontend_image_tokens_per_request_count{model="m"} 2\n'
+    ...                    'dynamo_frontend_image_tokens_per_request_sum{model="m"} 32')
+    ImageTokenTally(requests=2.0, tokens=32.0)
+    """
+    count = total = 0.0
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in (f"{IMAGE_TOKENS}_count", f"{IMAGE_TOKENS}_sum"):
+            value = float(line.rsplit(" ", 1)[-1])
+            count, total = (
+                (count + value, total) if name.endswith("_count") else (count, total + value)
+            )
+    return ImageTokenTally(count, total)
+
+
+def scrape_image_tokens(
+    url: str, session: requests.Session | None = None
+) -> ImageTokenTally | None:
+    """`parse_image_tokens` of the frontend's /metrics, or None if it does not answer."""
+    http = session or requests
+    try:
+        resp = http.get(url, timeout=SCRAPE_TIMEOUT_S)
+    except requests.RequestException:
+        return None
+    return parse_image_tokens(resp.text) if resp.ok else None
+
+
 def requests_of(counters: dict[str, WorkerCounters | None]) -> dict[str, float | None]:
     """Each role's request counter of a snapshot (None where /metrics did not answer)."""
     return {role: (c.requests if c else None) for role, c in counters.items()}

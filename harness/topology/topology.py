@@ -85,11 +85,13 @@ from harness.topology.readiness import (
 from harness.topology.roles import (
     HealthSample,
     HealthTimeline,
+    ImageTokenTally,
     RoleTable,
     WorkerCounters,
     probe,
     requests_of,
     scrape,
+    scrape_image_tokens,
     tail,
     tree_rss_mib,
 )
@@ -268,6 +270,10 @@ class Topology(Generic[D]):
         return {
             r.name: scrape(r.metrics_url, self._http) for r in self.plan.workers if r.metrics_url
         }
+
+    def image_tokens(self) -> ImageTokenTally | None:
+        """The frontend's image-token histogram now (None: its /metrics did not answer)."""
+        return scrape_image_tokens(self.url_for("/metrics"), self._http)
 
     def request_counts(self) -> dict[str, float | None]:
         """Each worker's `generate` request counter now (None: its /metrics did not answer)."""

@@ -35,8 +35,8 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     urls: MediaURLs, tmp_path: Path
 ) -> None:
     """The encoder's checkpoint has its vision tower perturbed; E/PD still answers, its answers
-    still depend on the image, its token counts are right; only the reference tells, and it
-    names where: the lengths agree, so the encode worker's embeddings are not the model's."""
+    still depend on the image, its token counts are right; the encoder's own rows tell, first in
+    the data flow, and the model's answer on those rows traces the departure to them."""
     import safetensors.torch
     import torch
 
@@ -73,5 +73,12 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
         pool.close()
     assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()
     message = failure.value.message
-    assert message.startswith("matches the model's own answer: differs from the model's"), message
-    assert "media tokens agree" in message and "the encode worker's embeddings" in message
+    # the earliest stage that departs names it: the encoder's own rows, against what the
+    # declaration says the encoder computes; the answer's departure follows, traced to them
+    assert message.startswith("encoder rows: upstream defect encoder-dtype does not reproduce"), (
+        message
+    )
+    assert "the declaration is wrong, or a second fault sits on top of it" in message
+    assert "also failing: [matches the model's own answer]" in message
+    assert "media tokens agree" in message
+    assert "the encoder's own rows give this answer: the departure is the encoder's" in message

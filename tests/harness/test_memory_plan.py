@@ -131,6 +131,8 @@ def test_the_model_is_within_a_quarter_of_upstreams_measured_peaks() -> None:
 
 def test_every_shipped_gpu_profile_fits_the_card_it_claims() -> None:
     for profile in PROFILES.values():
+        if profile.gpu_skip:  # its GPU tier names why it is not planned
+            continue
         plan = plan_memory(profile)
         assert plan.misfits() == [], profile.name
         assert plan.devices <= profile.gpu.gpus

@@ -220,32 +220,21 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     path names encode (wrong_path), the declared encoder-dtype defect does not show and says so
     without advising its own removal, and the logprobs line is listed, not the cause."""
     from harness.oracles.checks import OracleResult
+    from harness.oracles.registry import LogProbs, Path
 
     case = PROFILES["epd_qwen3-vl-2b"].cases[0]
-    quiet = {"prompt_tokens": False, "same_as": None}  # no processor, no baseline here
-    case = case.model_copy(update={"cpu": case.cpu.model_copy(update=quiet)})
     judge = judge_for("epd_qwen3-vl-2b", "cpu", BaselineStore(), "s")
-    path = OracleResult(False, "encode: expected +1, got +0 (the request did not go through it)")
     seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=62)))
-    seen.path = path
-    # what the logprobs oracle found: the model's own numbers, so the defect does not show
-    from harness.oracles import registry
-
-    real_check = registry.LogProbs.check
-    registry.LogProbs.check = lambda self, a: OracleResult(  # type: ignore[method-assign]
-        True, "log-probabilities: 73 tokens, largest |gap| 2.64e-05 (tolerance 0.0003)"
-    )
-    real_applies = registry.LogProbs.applies
-    registry.LogProbs.applies = lambda self, scope: True  # type: ignore[method-assign]
-    try:
+    path = OracleResult(False, "role 'encode' did not serve it: expected +1")
+    numbers = OracleResult(True, "log-probabilities: 73 tokens, largest |gap| 2.64e-05")
+    failed = []
+    for oracle, result in [(LogProbs(), numbers), (Path(), path)]:  # in the registry's order
         with pytest.raises(TopologyFailure) as err:
-            judge.judge(seen)
-    finally:
-        registry.LogProbs.check = real_check  # type: ignore[method-assign]
-        registry.LogProbs.applies = real_applies  # type: ignore[method-assign]
-    failure = err.value
+            judge.held(seen, oracle, result)
+        failed.append((oracle, err.value))
+    failure = judge.verdict(seen, failed)
     assert failure.cause == Cause.WRONG_PATH, failure.message
-    assert failure.message.startswith("encode: expected +1, got +0"), failure.message
+    assert failure.message.startswith("role 'encode' did not serve it"), failure.message
     assert "also failing: [log-probabilities] " in failure.message
     assert "upstream defect encoder-dtype" in failure.message
     assert "remove the known_defect" not in failure.message

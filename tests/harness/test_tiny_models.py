@@ -34,7 +34,7 @@ def test_two_fresh_builds_have_identical_bytes(family: str, tmp_path: Path) -> N
     expected = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"}
     expected |= {"tokenizer_config.json", "processor_config.json", "chat_template.jinja"}
     expected |= {"preprocessor_config.json"}  # as the real repo ships it (Dynamo's mm-routing)
-    if family == "qwen3_vl":
+    if family != "llava":
         expected |= {"video_preprocessor_config.json"}
     assert expected <= digests.keys()
 
@@ -142,7 +142,12 @@ def test_llava_config_and_weight_layout(model_dirs: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize(
     ("family", "needle"),
-    [("qwen3_vl", "<|vision_start|><|image_pad|><|vision_end|>"), ("llava", "USER: <image>\n")],
+    [
+        ("qwen3_vl", "<|vision_start|><|image_pad|><|vision_end|>"),
+        ("qwen2_vl", "<|vision_start|><|image_pad|><|vision_end|>"),
+        ("qwen2_5_vl", "<|vision_start|><|image_pad|><|vision_end|>"),
+        ("llava", "USER: <image>\n"),
+    ],
 )
 def test_chat_template_places_image_like_the_real_model(
     family: str, needle: str, model_dirs: dict[str, Path]
@@ -151,4 +156,30 @@ def test_chat_template_places_image_like_the_real_model(
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]}]
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert needle in prompt
-    assert prompt.endswith("<|im_start|>assistant\n" if family == "qwen3_vl" else "ASSISTANT:")
+    assert prompt.endswith("ASSISTANT:" if family == "llava" else "<|im_start|>assistant\n")
+
+
+@pytest.mark.parametrize("family", ["qwen3_vl", "qwen2_vl", "qwen2_5_vl", "llava"])
+def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, Path]) -> None:
+    """Each family's greedy answer depends on the image (the output-equality and other-media
+    checks could not fail otherwise), and its processor places the image tokens the CPU
+    profiles are written for (16 for the Qwen families' 512x512 square, 64 for LLaVA)."""
+    from harness.oracles.reference import CPU_ENGINE_DTYPE, processor_counts, reference_answer
+    from harness.requests.media import build_media
+
+    media = build_media(model_dirs[family].parent.parent / "media-test")
+    files = {"green": media.green_square_png, "red": media.red_square_png}
+
+    def body(colour: str) -> dict:
+        part = {"type": "image_url", "image_url": {"url": f"http://x/{files[colour].name}"}}
+        text = {"type": "text", "text": "What colour is the square? Respond with only the colour."}
+        return {"messages": [{"role": "user", "content": [part, text]}], "max_tokens": 20}
+
+    def fetch(url: str) -> bytes:
+        return next(f for f in files.values() if url.endswith(f.name)).read_bytes()
+
+    d = model_dirs[family]
+    answers = {c: reference_answer(d, body(c), fetch, CPU_ENGINE_DTYPE) for c in files}
+    assert answers["green"] != answers["red"], answers
+    counts = processor_counts(d, body("green")["messages"], fetch)
+    assert counts is not None and counts.images == (64 if family == "llava" else 16)

@@ -1,0 +1,108 @@
+"""Tiny random Qwen2VLForConditionalGeneration, shaped like Qwen/Qwen2-VL-2B-Instruct: the
+Qwen3-VL tokenizer and template (the same special tokens), Qwen2-VL's 14-pixel patches and its
+M-RoPE sections laid out in blocks (Qwen3-VL interleaves them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from transformers import (
+    GenerationConfig,
+    Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
+    Qwen2VLImageProcessor,
+    Qwen2VLProcessor,
+    Qwen2VLVideoProcessor,
+)
+
+from harness.tiny_models import fast_tokenizer, save_random_checkpoint
+from harness.tiny_models.qwen3_vl import CHAT_TEMPLATE, INIT_STD, SPECIAL_TOKENS, TOKEN_ID
+
+PATCH, MERGE, TEMPORAL = 14, 2, 2
+# 512x512 -> 112x112 -> 8x8 patches -> 16 image tokens (as the tiny Qwen3-VL).
+IMAGE_SIZE = {"shortest_edge": 28 * 28, "longest_edge": 112 * 112}
+VIDEO_SIZE = {"shortest_edge": 28 * 28, "longest_edge": 4 * 84 * 112}
+HEAD_DIM = 32
+
+
+def text_config(vocab_size: int) -> dict[str, Any]:
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 1_000_000.0,
+            "mrope_section": [4, 6, 6],  # sums to head_dim / 2
+        },
+        "bos_token_id": TOKEN_ID["<|endoftext|>"],
+        "eos_token_id": TOKEN_ID["<|im_end|>"],
+        "initializer_range": INIT_STD,
+        "tie_word_embeddings": True,
+    }
+
+
+def media_ids() -> dict[str, int]:
+    return {
+        "image_token_id": TOKEN_ID["<|image_pad|>"],
+        "video_token_id": TOKEN_ID["<|video_pad|>"],
+        "vision_start_token_id": TOKEN_ID["<|vision_start|>"],
+        "vision_end_token_id": TOKEN_ID["<|vision_end|>"],
+    }
+
+
+def config(vocab_size: int) -> Qwen2VLConfig:
+    vision = {
+        "depth": 2,
+        "embed_dim": 64,
+        "hidden_size": 128,  # the language model's width: the merger projects into it
+        "mlp_ratio": 2,
+        "num_heads": 2,
+        "patch_size": PATCH,
+        "spatial_merge_size": MERGE,
+        "temporal_patch_size": TEMPORAL,
+        "initializer_range": INIT_STD,
+    }
+    return Qwen2VLConfig(
+        text_config=text_config(vocab_size),
+        vision_config=vision,
+        tie_word_embeddings=True,
+        **media_ids(),
+    )
+
+
+def processor(processor_class: Any = Qwen2VLProcessor) -> Any:
+    tokenizer = fast_tokenizer(
+        SPECIAL_TOKENS,
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        CHAT_TEMPLATE,
+    )
+    shared = {"patch_size": PATCH, "merge_size": MERGE, "temporal_patch_size": TEMPORAL}
+    shared |= {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    return processor_class(
+        image_processor=Qwen2VLImageProcessor(size=IMAGE_SIZE, **shared),
+        video_processor=Qwen2VLVideoProcessor(size=VIDEO_SIZE, **shared),
+        tokenizer=tokenizer,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def generation() -> GenerationConfig:
+    return GenerationConfig(
+        bos_token_id=TOKEN_ID["<|endoftext|>"],
+        eos_token_id=[TOKEN_ID["<|im_end|>"], TOKEN_ID["<|endoftext|>"]],
+        pad_token_id=TOKEN_ID["<|endoftext|>"],
+        do_sample=False,
+    )
+
+
+def build(out_dir: Path, seed: int) -> None:
+    """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
+    proc = processor()
+    cfg = config(vocab_size=len(proc.tokenizer))
+    save_random_checkpoint(Qwen2VLForConditionalGeneration, cfg, proc, generation(), out_dir, seed)
