@@ -43,6 +43,7 @@ class JudgeSettings:
     model_answer: bool = True  # CPU: HF transformers' own answer (off for canned answers)
     cross_topology: bool = True  # CPU: a baseline topology's answer (off for a deployed target)
     relations: bool = True  # the media twins (off for canned answers: no launch to send them to)
+    frontend_metrics: bool = True  # the frontend's /metrics read around each request (off: canned)
     excuse_defects: bool = True  # False: `--strict-defects`
 
 

@@ -204,7 +204,8 @@ class ImageTokens(Answered):
     order = 45
 
     def applies(self, scope: Scope) -> bool:
-        return super().applies(scope) and scope.request.image_token_metrics
+        wanted = scope.request.image_token_metrics and scope.settings.frontend_metrics
+        return super().applies(scope) and wanted
 
     def label(self, scope: Scope) -> str:
         counted = "the processor's image tokens" if scope.tier == "cpu" else "its image tokens"

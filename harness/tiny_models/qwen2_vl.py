@@ -48,7 +48,12 @@ def text_config(vocab_size: int) -> dict[str, Any]:
 
 
 def media_ids() -> dict[str, int]:
+    """The media token ids the real config.json carries; `vision_token_id` (<|vision_pad|>) is
+    one the transformers config class does not define but Dynamo's multimodal router reads to
+    find the image placeholder (without it: "ModelProcessorSpec could not resolve
+    placeholder_token_id", and the router routes blind)."""
     return {
+        "vision_token_id": TOKEN_ID["<|vision_pad|>"],
         "image_token_id": TOKEN_ID["<|image_pad|>"],
         "video_token_id": TOKEN_ID["<|video_pad|>"],
         "vision_start_token_id": TOKEN_ID["<|vision_start|>"],

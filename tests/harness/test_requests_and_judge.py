@@ -77,7 +77,7 @@ def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> 
         URLS,
         store,
         signature,  # type: ignore[arg-type]
-        JudgeSettings(model_answer=False, relations=False),
+        JudgeSettings(model_answer=False, relations=False, frontend_metrics=False),
     )
 
 
@@ -239,3 +239,27 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     assert "upstream defect encoder-dtype" in failure.message
     assert "remove the known_defect" not in failure.message
     assert "an earlier stage failed (not a reason to remove it)" in failure.message
+
+
+def test_the_image_token_metric_must_count_the_request() -> None:
+    """The frontend's own image-token histogram: one image-bearing request recorded, with its
+    tokens; a request it did not record (0, or two) fails naming the metric."""
+    from harness.oracles.registry import ImageTokens
+    from harness.topology.roles import ImageTokenTally, parse_image_tokens
+
+    case = PROFILES["agg_qwen3-vl-2b"].cases[0]
+    assert case.image_token_metrics
+    judge = judge_for("agg_qwen3-vl-2b", "gpu", BaselineStore(), "s")
+    judge.settings = JudgeSettings(model_answer=False, relations=False)  # as a launch has it
+    seen = judge.answer(case, {"messages": []}, response(200, answer("green")))
+    assert ImageTokens().applies(seen.scope)
+    seen.image_tokens = ImageTokenTally(1, 256)
+    assert ImageTokens().check(seen).passed
+    for moved in (ImageTokenTally(0, 0), ImageTokenTally(2, 512)):
+        seen.image_tokens = moved
+        result = ImageTokens().check(seen)
+        assert (
+            not result.passed and "dynamo_frontend_image_tokens_per_request_count" in result.detail
+        )
+    text = 'dynamo_frontend_image_tokens_per_request_sum{model="m"} 16\n# HELP x\n'
+    assert parse_image_tokens(text) == ImageTokenTally(0, 16)

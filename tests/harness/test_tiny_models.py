@@ -98,7 +98,8 @@ def test_text_model_shape_fits_cpu_attention(family: str, model_dirs: dict[str, 
     config = json.loads((model_dirs[family] / "config.json").read_text())
     text = config["text_config"]
     assert (text["hidden_size"], text["num_hidden_layers"]) == (128, 2)
-    heads = (text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"])
+    head_dim = text.get("head_dim", text["hidden_size"] // text["num_attention_heads"])
+    heads = (text["num_attention_heads"], text["num_key_value_heads"], head_dim)
     assert heads == (4, 2, 32)
     tokenizer = AutoTokenizer.from_pretrained(model_dirs[family])
     assert text["vocab_size"] == len(tokenizer) == 1024
@@ -172,8 +173,9 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
 
     def body(colour: str) -> dict:
         part = {"type": "image_url", "image_url": {"url": f"http://x/{files[colour].name}"}}
-        text = {"type": "text", "text": "What colour is the square? Respond with only the colour."}
-        return {"messages": [{"role": "user", "content": [part, text]}], "max_tokens": 20}
+        prompt = "What colour is the square in this image? Respond with only the colour."
+        text = {"type": "text", "text": prompt}  # as the shipped profiles ask
+        return {"messages": [{"role": "user", "content": [part, text]}], "max_tokens": 100}
 
     def fetch(url: str) -> bytes:
         return next(f for f in files.values() if url.endswith(f.name)).read_bytes()
