@@ -86,7 +86,7 @@ def test_affected_and_validate_checkout_select_the_same_ids(
     # one id per contract (a contract changes which variables the launcher reads, not what a
     # case sends: a second id would repeat the launch); upstream's E/PD launcher, whose encode
     # worker has no health source as it ships
-    [("dyn_port", SRC_IDS[1:]), ("role_vars", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
+    [("dyn_port", SRC_IDS[:1]), ("role_vars", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
     ids=["dyn_port", "role_vars", "e_pd_as_upstream_ships_it"],
 )
 def test_the_seed_table_for_a_checkout(
