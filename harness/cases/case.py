@@ -148,7 +148,8 @@ def run_case(
         raise
     record.topology, record.reused = topo, not pool.launched_here
     judge: CaseJudge = judge_for(sc, topo)
-    case_start = topo.request_counts()
+    case_counters = topo.role_counters()
+    case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
     requests = sc.requests
     for request in requests:
@@ -192,6 +193,8 @@ def run_case(
         if judge.unnumbered:
             record.unnumbered.append(judge.unnumbered)
     run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), topo, case_start, hits)
+    if sc.case.embedding_cache_hit:
+        run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
     record.checks += judge.judge_case(run)
     return record.checks
 
@@ -200,6 +203,17 @@ def tap_dir(topo: Topology[Any]) -> Path | None:
     """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
     tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
     return Path(tap) if tap else None
+
+
+def embedding_hits_of(
+    before: dict[str, WorkerCounters | None], after: dict[str, WorkerCounters | None]
+) -> dict[str, float | None]:
+    """How far each worker's embedding-cache hit counter moved (None: /metrics did not answer)."""
+    return {
+        role: (end.embedding_hits - start.embedding_hits) if start and end else None
+        for role, end in after.items()
+        for start in [before.get(role)]
+    }
 
 
 def settled_image_tokens(

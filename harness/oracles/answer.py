@@ -190,3 +190,5 @@ class CaseRun:
     start_counts: dict[str, float | None]  # each worker's request counter before the case
     hits: list[RequestHit | None] = field(default_factory=list)  # the case request's repeats
     statuses: list[int] = field(default_factory=list)  # of the requests an oracle sent itself
+    # how far each worker's embedding-cache hit counter moved over the case (None: no /metrics)
+    embedding_hits: dict[str, float | None] = field(default_factory=dict)

@@ -44,7 +44,7 @@ from harness.oracles.reference import (
 )
 from harness.oracles.serving import check_cache_hits, check_spread
 from harness.profiles import CaseSpec, KnownDefect, Profile, RequestSpec, Tier
-from harness.topology.roles import IMAGE_TOKENS
+from harness.topology.roles import EMBEDDING_HITS_TOTAL, IMAGE_TOKENS
 
 FLOW_SHAPE, FLOW_PATH, FLOW_ENCODER, FLOW_CONTENT, FLOW_NUMBERS = range(5)
 
@@ -605,6 +605,32 @@ class CacheHit(CaseOracle):
     def check(self, run: CaseRun) -> OracleResult:
         assert run.scope.case.cache_hit is not None
         return check_cache_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+
+
+class EmbeddingCacheHit(CaseOracle):
+    """The repeats of the case's media were served from the encoder's embedding cache, by
+    Dynamo's own counter (upstream checks its log line: "Embedding cache hit for …")."""
+
+    name = "embedding cache hit"
+    order = 15
+    cause = Cause.CACHE_MISS
+
+    def applies(self, scope: CaseScope) -> bool:
+        return scope.case.embedding_cache_hit and scope.expects(200)
+
+    def label(self, scope: CaseScope) -> str:
+        return "the repeats' media hit the encoder's embedding cache"
+
+    def check(self, run: CaseRun) -> OracleResult:
+        wanted = run.scope.case.repeat - 1
+        moved = {role: n for role, n in run.embedding_hits.items() if n}
+        seen = sum(moved.values())
+        where = ", ".join(f"{role} +{n:g}" for role, n in moved.items()) or "no worker"
+        return OracleResult(
+            seen >= wanted,
+            f"embedding cache hits over the case: {where} ({EMBEDDING_HITS_TOTAL}); "
+            f"{wanted} repeat(s) {'served from it' if seen >= wanted else 'expected'}",
+        )
 
 
 SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica

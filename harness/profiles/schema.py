@@ -236,13 +236,16 @@ class CaseSpec(RequestSpec):
     marks: list[str] = []
     follow_ups: list[RequestSpec] = []
     cache_hit: CacheHit | None = None
+    # The repeats' media are served by the encoder's embedding cache (upstream's embedding-cache
+    # hit check): a worker's dynamo_component_embedding_cache_hits_total moves once per repeat.
+    embedding_cache_hit: bool = False
     cpu_skip: str | None = None
     gpu_skip: str | None = None
 
     @model_validator(mode="after")
     def _cache_hit_needs_repeats(self) -> CaseSpec:
-        if self.cache_hit is not None and self.repeat < 2:
-            raise ValueError("cache_hit is judged on the repeats: set repeat to 2 or more")
+        if (self.cache_hit is not None or self.embedding_cache_hit) and self.repeat < 2:
+            raise ValueError("cache hits are judged on the repeats: set repeat to 2 or more")
         return self
 
 

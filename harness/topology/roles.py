@@ -128,7 +128,7 @@ CHAINED = ("During handling of the above exception", "The above exception was th
 
 
 def last_exception(text: str) -> str | None:
-    """The exception line that ends the last Python traceback in a log, e.g.
+    r"""The exception line that ends the last Python traceback in a log, e.g.
     "pydantic_core._pydantic_core.ValidationError: 1 validation error for RdmaMetadata".
 
     >>> last_exception("x\nTraceback (most recent call last):\n  File \"a.py\"\nKeyError: 'k'")
@@ -279,6 +279,8 @@ PROMPT_TOKENS_TOTAL = "vllm:prompt_tokens_total"
 # vLLM 0.31's prefix cache: prompt tokens looked up, and found (v1/metrics/loggers.py)
 PREFIX_QUERIES_TOTAL = "vllm:prefix_cache_queries_total"
 PREFIX_HITS_TOTAL = "vllm:prefix_cache_hits_total"
+# Dynamo's multimodal embedding cache (dynamo/common/utils/prometheus.py EmbeddingCacheMetrics)
+EMBEDDING_HITS_TOTAL = "dynamo_component_embedding_cache_hits_total"
 SERVING_ENDPOINT = "generate"
 SCRAPE_TIMEOUT_S = 2.0
 
@@ -289,6 +291,7 @@ class WorkerCounters:
     prompt_tokens: float | None  # prompt tokens its engine ran; None: no vLLM engine there
     prefix_queries: float = 0.0  # prompt tokens its prefix cache was asked for
     prefix_hits: float = 0.0  # of those, found cached
+    embedding_hits: float = 0.0  # media its encoder's embedding cache served (Dynamo's own)
 
 
 def parse_counters(text: str) -> WorkerCounters:
@@ -296,11 +299,13 @@ def parse_counters(text: str) -> WorkerCounters:
 
     >>> parse_counters('dynamo_component_requests_total{dynamo_component="encode",'
     ...                'dynamo_endpoint="generate"} 3')
-    WorkerCounters(requests=3.0, prompt_tokens=None, prefix_queries=0.0, prefix_hits=0.0)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    WorkerCounters(requests=3.0, prompt_tokens=None, prefix_queries=0.0, prefix_hits=0.0,
+                   embedding_hits=0.0)
     """
     from prometheus_client.parser import text_string_to_metric_families
 
-    served, prompt, queries, hits = 0.0, None, 0.0, 0.0
+    served, prompt, queries, hits, embedded = 0.0, None, 0.0, 0.0, 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("dynamo_endpoint", SERVING_ENDPOINT) != SERVING_ENDPOINT:
@@ -313,7 +318,9 @@ def parse_counters(text: str) -> WorkerCounters:
                 queries += sample.value
             elif sample.name == PREFIX_HITS_TOTAL:
                 hits += sample.value
-    return WorkerCounters(served, prompt, queries, hits)
+            elif sample.name == EMBEDDING_HITS_TOTAL:
+                embedded += sample.value
+    return WorkerCounters(served, prompt, queries, hits, embedded)
 
 
 def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters | None:
@@ -338,7 +345,7 @@ class ImageTokenTally:
 
 
 def parse_image_tokens(text: str) -> ImageTokenTally:
-    """The frontend's image-token histogram, all label sets summed.
+    r"""The frontend's image-token histogram, all label sets summed.
 
     >>> parse_image_tokens('dynamo_frontend_image_tokens_per_request_count{model="m"} 2\n'
     ...                    'dynamo_frontend_image_tokens_per_request_sum{model="m"} 32')

@@ -263,3 +263,21 @@ def test_the_image_token_metric_must_count_the_request() -> None:
         )
     text = 'dynamo_frontend_image_tokens_per_request_sum{model="m"} 16\n# HELP x\n'
     assert parse_image_tokens(text) == ImageTokenTally(0, 16)
+
+
+def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
+    """The repeats' media come from the encoder's embedding cache: its hit counter moved at least
+    once per repeat; where no worker's moved (no cache, or missed), the case fails cache_miss."""
+    from harness.oracles.answer import CaseRun, CaseScope
+    from harness.oracles.registry import EmbeddingCacheHit
+
+    profile = PROFILES["sglang_e_pd_qwen3-vl-2b"]
+    case = next(c for c in profile.cases if c.id == "multimodal_e_pd_fd_qwen")
+    scope = CaseScope(case, "cpu", profile)
+    oracle = EmbeddingCacheHit()
+    assert oracle.applies(scope) and oracle.cause == Cause.CACHE_MISS
+    hit = CaseRun(scope, None, {}, embedding_hits={"encode": 1.0, "pd": 0.0})  # type: ignore[arg-type]
+    assert oracle.check(hit).passed
+    missed = CaseRun(scope, None, {}, embedding_hits={"encode": 0.0, "pd": None})  # type: ignore[arg-type]
+    result = oracle.check(missed)
+    assert not result.passed and "no worker" in result.detail
