@@ -40,8 +40,11 @@ BASE_STRIDE = 2
 
 
 def indexed(prefix: str, count: int) -> list[str]:
-    """>>> indexed("DYN_SYSTEM_PORT", 2)
-    ['DYN_SYSTEM_PORT1', 'DYN_SYSTEM_PORT2']"""
+    """The indexed names of a per-worker port.
+
+    >>> indexed("DYN_SYSTEM_PORT", 2)
+    ['DYN_SYSTEM_PORT1', 'DYN_SYSTEM_PORT2']
+    """
     return [f"{prefix}{i}" for i in range(1, count + 1)]
 
 
