@@ -90,7 +90,7 @@ def test_every_shipped_strategy_is_registered_once() -> None:
     for root in (Oracle, CaseOracle, LogDiagnosis):
         names = [s.name for s in root.every()]
         assert len(names) == len(set(names)), root
-    assert [o.name for o in CaseOracle.every()] == ["cache hit", "spread"]
+    assert [o.name for o in CaseOracle.every()] == ["cache hit", "embedding cache hit", "spread"]
     router = load_profile(
         REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
     )
