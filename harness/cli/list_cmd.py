@@ -17,7 +17,7 @@ from harness.cli.main import (
     reports_user_errors,
 )
 from harness.core.paths import REPO_ROOT
-from harness.machine.memory_plan import GIB, plan_memory
+from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.load import mark_names
@@ -69,13 +69,19 @@ def hardware(profile: Profile, tier: Tier) -> str:
             for device, need in enumerate(plan.per_device())
         )
         runner = mark_names(profile, tier, profile.cases[0])[-1]  # gpu_N / xpu_N
+        facts = model_facts(profile.model.short_name)
+        bound = facts.plans(profile.model.gpu)
         return (
             f"{runner} runner, {plan.devices} GPU(s) of >= {profile.gpu.card_gib:g} GiB: {gpus}, "
             f"{profile.model.gpu}"
+            + (f" (planned at {facts.repo_id}'s bf16 weights, an upper bound)" if bound else "")
         )
     if profile.cpu is None:
         return "no CPU tier"
-    return f"CPU, tiny {profile.model.cpu} model"
+    return (
+        f"CPU, tiny {profile.model.cpu} model in float32 "
+        f"(the architecture of the GPU tier's {profile.model.gpu})"
+    )
 
 
 def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
@@ -57,6 +57,19 @@ class ModelFacts:
     vision_intermediate_size: int
     vision_patches_per_token: int  # vision-tower positions behind one language-model token
     max_image_tokens: int  # the largest image the processor emits, in language-model tokens
+    # checkpoints these facts bound from above, and why (e.g. an FP8 release of the same model)
+    upper_bound_for: dict[str, str] = field(default_factory=dict)
+
+    def plans(self, repo_id: str) -> str:
+        """'' when these are `repo_id`'s own facts, the bound's reason when they bound it."""
+        if repo_id == self.repo_id:
+            return ""
+        if repo_id in self.upper_bound_for:
+            return self.upper_bound_for[repo_id]
+        raise KeyError(
+            f"model.gpu {repo_id!r}: the facts in {FACTS_DIR} are {self.repo_id!r}'s and bound "
+            f"{sorted(self.upper_bound_for) or 'no other checkpoint'}"
+        )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -264,6 +277,7 @@ def plan_memory(profile: Profile) -> MemoryPlan:
     """The memory plan of a profile's GPU tier."""
     spec = profile.gpu
     facts = model_facts(profile.model.short_name)
+    facts.plans(profile.model.gpu)
     limits = EngineLimits(
         max_model_len=spec.max_model_len,
         max_num_seqs=spec.max_num_seqs,

@@ -110,12 +110,12 @@ def test_a_check_upstream_makes_that_ours_lacks_is_named() -> None:
         parity(profiles, [test])[0]
         for test in [
             UpstreamTest(router, "post_merge", 1, min_avg_kv_hit_rate=0.95),
-            UpstreamTest(router, "post_merge", 1, model="Qwen/Qwen3-VL-2B-Instruct-FP8"),
+            UpstreamTest(router, "post_merge", 1, model="Qwen/Qwen3-VL-2B-Instruct"),
             UpstreamTest(
                 router,
                 "post_merge",
                 1,
-                model="Qwen/Qwen3-VL-2B-Instruct-FP8",
+                model="Qwen/Qwen3-VL-2B-Instruct",
                 model_differs="a reason",
                 min_avg_kv_hit_rate=0.9,
             ),
@@ -132,7 +132,7 @@ def test_a_check_upstream_makes_that_ours_lacks_is_named() -> None:
     ]
     assert rows[0].problem == "cache-hit threshold 0.9, upstream 0.95"
     assert rows[1].problem == (
-        "serves Qwen/Qwen3-VL-2B-Instruct, upstream Qwen/Qwen3-VL-2B-Instruct-FP8; "
+        "serves Qwen/Qwen3-VL-2B-Instruct-FP8, upstream Qwen/Qwen3-VL-2B-Instruct; "
         "cache-hit threshold 0.9, upstream None"
     )
     assert rows[2].problem is None

@@ -157,7 +157,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     cpu, gpu = plan("cpu"), plan("gpu")
     assert cpu.launcher == CHECKOUT_LAUNCHER  # type: ignore[attr-defined]
     assert cpu.args[0] == str(source.root / str(profile.upstream_launcher))  # type: ignore[attr-defined]
-    assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct")  # type: ignore[attr-defined]
+    assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct-FP8")  # type: ignore[attr-defined]
     assert json.loads(cpu.env["HARNESS_ROLE_PORTS"]) == {  # type: ignore[attr-defined]
         "DYN_SYSTEM_PORT1": "encode",
         "DYN_SYSTEM_PORT2": "prefill",

@@ -138,6 +138,18 @@ def test_every_shipped_gpu_profile_fits_the_card_it_claims() -> None:
         assert plan.devices <= profile.gpu.gpus
 
 
+def test_a_checkpoint_the_facts_do_not_bound_is_refused_naming_model_gpu() -> None:
+    fp8 = PROFILES["agg_qwen3-vl-2b"]
+    assert fp8.model.gpu == "Qwen/Qwen3-VL-2B-Instruct-FP8"
+    assert "upper bound" in model_facts("qwen3-vl-2b").plans(fp8.model.gpu)
+    assert model_facts("qwen3-vl-2b").plans("Qwen/Qwen3-VL-2B-Instruct") == ""
+    other = fp8.model_copy(
+        update={"model": fp8.model.model_copy(update={"gpu": "Qwen/Qwen3-VL-4B-Instruct"})}
+    )
+    with pytest.raises(KeyError, match="model.gpu 'Qwen/Qwen3-VL-4B-Instruct'"):
+        plan_memory(other)
+
+
 def test_qwen_agg_at_native_context_does_not_fit_a_24_gib_card() -> None:
     """The issue's case: without a max model length the KV cache alone is 28 GiB a sequence."""
     agg = PROFILES["agg_qwen3-vl-2b"]

@@ -43,7 +43,7 @@ def test_epd_plan_passes_every_port_and_role() -> None:
     assert plan.env["HARNESS_DEVICE"] == "cpu"
     assert plan.env["DYN_FILE_KV"] == "/tmp/harness-x/discovery"
     assert plan.frontend_url.startswith("http://127.0.0.1:")
-    assert plan.served_model_name == "Qwen/Qwen3-VL-2B-Instruct"
+    assert plan.served_model_name == "Qwen/Qwen3-VL-2B-Instruct-FP8"
 
 
 def test_scratch_paths_fit_unix_socket_limit() -> None:
@@ -71,7 +71,7 @@ def test_gpu_tier_uses_layout_args() -> None:
     plan = plan_for(PROFILES["epd_qwen3-vl-2b"], tier="gpu", case_index=1)
     assert plan.args == (
         "--model",
-        "Qwen/Qwen3-VL-2B-Instruct",
+        "Qwen/Qwen3-VL-2B-Instruct-FP8",
         "--single-gpu",
         "--frontend-decoding",
     )

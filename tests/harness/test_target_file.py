@@ -38,7 +38,7 @@ def test_a_full_target_plans_each_role_at_its_urls(tmp_path: Path) -> None:
     assert {r.name: r.health_url for r in plan.workers} == {
         name: urls["health"] for name, urls in ROLES.items()
     }
-    assert plan.served_model_name == "Qwen/Qwen3-VL-2B-Instruct"
+    assert plan.served_model_name == "Qwen/Qwen3-VL-2B-Instruct-FP8"
 
 
 @pytest.mark.parametrize(
