@@ -42,7 +42,7 @@ def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaU
         plan = topo.plan  # type: ignore[attr-defined]
         return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
 
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_b64"], urls))
+    pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_b64"], urls, text=False))
     with pool, pytest.raises(TopologyFailure) as failed:
         run_case(sc, pool, urls, judge_for, CaseRecord())
     assert failed.value.cause is Cause.CACHE_MISS, failed.value.report()
