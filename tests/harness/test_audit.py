@@ -12,6 +12,7 @@ import yaml
 
 from harness.audit.runner import audit
 from harness.core.paths import REPO_ROOT
+from harness.profiles.load import raw_profile
 
 PROFILES = sorted((REPO_ROOT / "profiles").rglob("*.yaml"))
 ENDPOINT_HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'"
@@ -23,7 +24,7 @@ def _copy(tmp_path: Path, profile: str, launcher: str, edit: list[str]) -> Path:
     target = tmp_path / "launchers" / launcher
     for expr in edit:
         subprocess.run(["sed", "-i", expr, str(target)], check=True)
-    raw = yaml.safe_load((REPO_ROOT / "profiles" / profile).read_text())
+    raw = raw_profile(REPO_ROOT / "profiles" / profile)
     raw["launcher"] = str(target)
     copy = tmp_path / Path(profile).name
     copy.write_text(yaml.safe_dump(raw))
@@ -169,13 +170,12 @@ def test_served_model_name_mismatch_is_flagged(tmp_path: Path) -> None:
     assert any("[worker] registers as 'other'" in ln for ln in lines), lines
 
 
-def test_sglang_workers_map_to_the_cpu_tier_and_pd_disaggregation_is_refused(
-    tmp_path: Path,
-) -> None:
+def test_sglang_workers_map_to_the_cpu_tier_and_pd_moves_kv_over_nixl(tmp_path: Path) -> None:
     """The role adapter, the one place that knows the tier, runs an SGLang worker on the CPU
     tier with the SGLang venv's python and SGLang's CPU backend (page size dropped: the paged
-    allocator is a GPU kernel); prefill/decode disaggregation, which needs a KV transfer backend
-    the CPU tier has not got, is refused by name; so is a missing SGLang venv."""
+    allocator is a GPU kernel); prefill/decode disaggregation moves KV over NIXL (whatever
+    backend the launcher named), the decode worker without the CUDA-pinned host pool; a missing
+    SGLang venv is refused by name."""
     from harness.topology.role_adapter import SGLANG_PYTHON_ENV, Refused, adapt
 
     python = tmp_path / "python"
@@ -197,8 +197,19 @@ def test_sglang_workers_map_to_the_cpu_tier_and_pd_disaggregation_is_refused(
     assert args[args.index("--attention-backend") + 1] == "torch_native"
     assert args[args.index("--dtype") + 1] == "float32"
     assert out.env["SGLANG_USE_CPU_ENGINE"] == "1"
-    with pytest.raises(Refused, match=r"prefill/decode disaggregation .* transfer backend"):
-        adapt(["-m", "dynamo.sglang", "--model-path", "m", "--disaggregation-mode", "decode"], env)
+    assert "--sleep-on-idle" in args and out.env["TORCH_COMPILE_DISABLE"] == "1"
+    disagg = ["-m", "dynamo.sglang", "--model-path", "m", "--disaggregation-mode"]
+    mooncake = ["--disaggregation-transfer-backend", "mooncake"]
+    decode = adapt([*disagg, "decode", *mooncake], env).argv
+    assert decode[decode.index("--disaggregation-transfer-backend") + 1] == "nixl"
+    assert decode[decode.index("--disaggregation-decode-retraction-backup") + 1] == "cpu_tensor"
+    prefill = adapt([*disagg, "prefill"], env).argv
+    assert prefill[prefill.index("--disaggregation-transfer-backend") + 1] == "nixl"
+    assert "--disaggregation-decode-retraction-backup" not in prefill
+    agg = adapt(
+        ["-m", "dynamo.sglang", "--model-path", "m"], {**env, "HARNESS_SGLANG_SLEEP_ON_IDLE": "0"}
+    )
+    assert "--sleep-on-idle" not in agg.argv and "--disaggregation-transfer-backend" not in agg.argv
     with pytest.raises(Refused, match=r"SGLang venv is not installed"):
         adapt(["-m", "dynamo.sglang", "--model-path", "m"], {**env, SGLANG_PYTHON_ENV: "/none"})
 
@@ -206,7 +217,7 @@ def test_sglang_workers_map_to_the_cpu_tier_and_pd_disaggregation_is_refused(
 def test_a_wide_port_the_launcher_does_not_read_is_named(tmp_path: Path) -> None:
     """A `wide_ports` entry that names no port variable of the launcher and no role exempts
     nothing: the audit names it (the listener it meant is still held to loopback)."""
-    raw = yaml.safe_load((REPO_ROOT / "profiles" / "sglang/agg_qwen3-vl-2b.yaml").read_text())
+    raw = raw_profile(REPO_ROOT / "profiles" / "sglang/agg_qwen3-vl-2b.yaml")
     raw["launcher"] = str(REPO_ROOT / raw["launcher"])
     raw["wide_ports"] = {"SGLANG_NCCL_PORT9": raw["wide_ports"]["SGLANG_NCCL_PORT1"]}
     copy = tmp_path / "agg_qwen3-vl-2b.yaml"
@@ -217,7 +228,7 @@ def test_a_wide_port_the_launcher_does_not_read_is_named(tmp_path: Path) -> None
 
 def _with_gpu(tmp_path: Path, profile: str, **gpu: object) -> Path:
     """A copy of a shipped profile with GPU-tier fields changed (its launcher stays shipped)."""
-    raw = yaml.safe_load((REPO_ROOT / "profiles" / profile).read_text())
+    raw = raw_profile(REPO_ROOT / "profiles" / profile)
     raw["gpu"].update(gpu)
     raw["launcher"] = str(REPO_ROOT / raw["launcher"])
     copy = tmp_path / Path(profile).name

@@ -21,6 +21,7 @@ def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> N
     selected = [sc for sc in CASES if "epd" in sc.test_id]
     rest = [sc for sc in CASES if sc not in selected]
     assert [sc.test_id for sc in pull_in(selected, rest)] == [
+        "mm_sglang_agg_qwen3-vl-2b",  # SGLang E/P/D's agg, its own stack's
         "mm_e_pd_qwen3-vl-2b",
         "mm_agg_video_qwen3-vl-2b",
         "mm_agg_qwen3-vl-2b",

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.heavy, pytest.mark.sglang, pytest.mark.cpu]
 def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaURLs) -> None:
     profile = load_profile(E_PD, REPO_ROOT)
     case = next(c for c in profile.cases if c.id == "multimodal_e_pd_fd_qwen")
-    assert case.embedding_cache_hit and "--multimodal-embedding-cache-capacity-gb" in case.launcher_args
+    assert case.embedding_cache_hit
+    assert "--multimodal-embedding-cache-capacity-gb" in case.launcher_args
     assert case.cpu is not None
     uncached = case.model_copy(
         update={

