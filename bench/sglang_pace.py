@@ -1,11 +1,12 @@
 """SGLang's CPU-tier launches against vLLM's, side by side in one run, on the same tiny checkpoint.
 
-For each topology both stacks run (agg, agg router, E/PD): time to ready, the first image
-request after ready (the warm-up), the mean of --requests image requests of 50 tokens (after the
-warm-up), idle CPU over --idle-s seconds, and peak RSS. SGLang runs twice: as the harness runs it
-(`--sleep-on-idle`) and as SGLang runs by default (its idle schedulers poll without sleeping:
-the baseline, HARNESS_SGLANG_SLEEP_ON_IDLE=0). Ratios are SGLang over vLLM per request.
-Usage: python bench/sglang_pace.py [--topologies agg agg_router e_pd] [--requests 6]
+For each topology both stacks run (agg, agg router, E/PD, P/D, E/P/D): time to ready, the first
+image request after ready (the warm-up), the mean of --requests image requests of 50 tokens
+(after the warm-up), idle CPU over --idle-s seconds, and peak RSS. SGLang runs as the harness
+runs it (`--sleep-on-idle`) and, for the --stock topologies, as SGLang runs by default (its idle
+schedulers poll without sleeping: the baseline, HARNESS_SGLANG_SLEEP_ON_IDLE=0). Ratios are
+SGLang over vLLM per request.
+Usage: python bench/sglang_pace.py [--topologies agg agg_router ...] [--stock agg_router]
 Run it alone: every launch shares the machine's cores.
 """
 
@@ -31,6 +32,8 @@ PAIRS = {  # topology -> (vLLM profile, SGLang profile), both on the tiny Qwen3-
     "agg": ("agg_qwen3-vl-2b", "sglang_agg_qwen3-vl-2b"),
     "agg_router": ("agg_router_qwen3-vl-2b", "sglang_agg_router_qwen3-vl-2b"),
     "e_pd": ("e_pd_qwen3-vl-2b", "sglang_e_pd_qwen3-vl-2b"),
+    "p_d": ("p_d_qwen3-vl-2b", "sglang_pd_qwen3-vl-2b"),
+    "epd": ("epd_qwen3-vl-2b", "sglang_epd_qwen3-vl-2b"),
 }
 PROMPT = "Describe this image in detail."
 TOKENS = 50  # the SGLang router case's answers in the issue's measurement: about 50 tokens
@@ -64,6 +67,7 @@ def main() -> None:
     parser.add_argument("--topologies", nargs="+", default=list(PAIRS), choices=list(PAIRS))
     parser.add_argument("--requests", type=int, default=6)
     parser.add_argument("--idle-s", type=float, default=5.0)
+    parser.add_argument("--stock", nargs="*", default=["agg_router"], choices=list(PAIRS))
     args = parser.parse_args()
     profiles = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
     media = build_media(cache_dir() / "media")
@@ -79,8 +83,10 @@ def main() -> None:
             runs = [
                 ("vLLM", vllm, {}),
                 ("SGLang (harness: sleep on idle)", sglang, {}),
-                ("SGLang (stock: busy idle)", sglang, {"HARNESS_SGLANG_SLEEP_ON_IDLE": "0"}),
             ]
+            if topology in args.stock:
+                stock = {"HARNESS_SGLANG_SLEEP_ON_IDLE": "0"}
+                runs.append(("SGLang (stock: busy idle)", sglang, stock))
             base = None
             for label, name, extra in runs:
                 m = measure(
