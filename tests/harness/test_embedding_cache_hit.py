@@ -8,6 +8,8 @@ serve suite's own multimodal_e_pd_fd_qwen."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
@@ -20,7 +22,16 @@ from harness.requests.chat import MediaURLs, warmup_bodies
 
 E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"
 
-pytestmark = [pytest.mark.heavy, pytest.mark.sglang, pytest.mark.cpu]
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.sglang,
+    pytest.mark.cpu,
+    # 163 s of SGLang E/PD: past CI's 30-minute budget (docs/measurements.md), so opt-in
+    pytest.mark.skipif(
+        os.environ.get("HARNESS_SLOW_ORACLE_TESTS") != "1",
+        reason="set HARNESS_SLOW_ORACLE_TESTS=1 (a 163 s SGLang E/PD launch)",
+    ),
+]
 
 
 def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaURLs) -> None:
