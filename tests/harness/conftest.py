@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,15 @@ def urls(tmp_path: Path) -> Iterator[MediaURLs]:
     media = build_media(tmp_path / "media")
     with AssetServer(media.green_square_png.parent) as server:
         yield MediaURLs.serve(server, media)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell starts a background job (`cmd &`, or CI's runner) with SIGINT ignored, and exec
+    keeps it ignored: the children the interrupt tests Ctrl-C would never see the signal (the
+    three interrupt tests failed so on a backgrounded `.ci/run`). Take SIGINT as a terminal's
+    foreground job does; the children then start with the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

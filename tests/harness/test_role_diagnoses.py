@@ -55,7 +55,6 @@ def test_decode_on_prefills_health_port_is_named_with_the_holder(tmp_path: Path)
     assert f"worker '{loser}' runs without a health server" in failure.message
     assert f"is held by role '{holder}'" in failure.message
     assert "System status server startup failed" in failure.message
-    assert failure.evidence.elapsed_s < 60, failure.report()  # register_s is 150
 
 
 def test_decode_serving_another_model_is_named(tmp_path: Path) -> None:
@@ -104,4 +103,3 @@ def test_a_frontend_without_nixl_is_named_with_its_own_line(tmp_path: Path) -> N
     assert failure.evidence.role == "frontend"
     assert "the frontend cannot serve the model its workers registered" in failure.message
     assert "stub mode" in failure.message or "materialization" in failure.message
-    assert failure.evidence.elapsed_s < 60, failure.report()  # register_s is 150

@@ -83,11 +83,11 @@ def test_affected_and_validate_checkout_select_the_same_ids(
 @pytest.mark.vllm
 @pytest.mark.parametrize(
     ("contract", "ids"),
-    # one id per contract (a contract changes which variables the launcher reads, not what a
-    # case sends: a second id would repeat the launch); upstream's E/PD launcher, whose encode
-    # worker has no health source as it ships
-    [("dyn_port", SRC_IDS[:1]), ("role_vars", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
-    ids=["dyn_port", "role_vars", "e_pd_as_upstream_ships_it"],
+    # one id per launcher (a second id would repeat the launch): the E/P/D launcher in upstream's
+    # dyn_port contract, and upstream's E/PD launcher, whose encode worker has no health source
+    # as it ships. The role_vars contract runs unmodified in test_upstream_shapes.py.
+    [("dyn_port", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
+    ids=["dyn_port", "e_pd_as_upstream_ships_it"],
 )
 def test_the_seed_table_for_a_checkout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], contract: str, ids: list[str]
