@@ -16,7 +16,7 @@ Each check returns `Finding`s; none starts an engine.
 - Registration (`check_sglang_registration`): Dynamo's SGLang multimodal workers announce their
   model: each `init_multimodal_*` function that main.py selects by the role's flags calls the
   registration (`register_model_with_readiness_gate`; older Dynamo names it
-  `register_llm_with_readiness_gate`). The second seed removes these calls (frontend 503).
+  `register_llm_with_readiness_gate`). A worker without these calls never registers (frontend 503).
   On the CPU tier no SGLang worker runs, so the source the roles would import (the checkout's
   under --dynamo-src, else the installed package's) is read instead.
 - GPU memory (`check_memory`, on a captured GPU launch): the profile's roles fit the smallest
@@ -170,7 +170,7 @@ def check_sglang_registration(source: Path | None = None) -> list[Finding]:
             MULTIMODAL_INITS[name],
             f"{name} never calls "
             "register_model_with_readiness_gate: the worker serves but never registers its "
-            "model, so the frontend answers 503 (the second seed)",
+            "model, so the frontend answers 503",
             "register the model (register_model_with_readiness_gate) once the engine is up",
         )
         for name in unregistered(source)
@@ -529,7 +529,7 @@ def worker_health_findings(
 ) -> list[Finding]:
     """One started worker: its system port is the one its profile names (the harness polls the
     port a role was started with; a profile that names another misleads its reader), and it has
-    a health source (the seed defect: dynamo.vllm's encode worker registers no payload)."""
+    a health source (dynamo.vllm's encode worker registers no payload of its own)."""
     out = []
     want = str(cap.plan.ports[role.health_port or ""])
     got = call.env.get("DYN_SYSTEM_PORT")

@@ -88,6 +88,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "engine": engine_version(sc.profile.stack),
         "outcome": outcome,
         "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
+        "role": failure.evidence.role if isinstance(failure, TopologyFailure) else None,
         "message": message,
         "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
         "reused_topology": rec.reused,

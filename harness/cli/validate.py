@@ -33,57 +33,25 @@ from harness.cli.docker import (
     run_in_image,
 )
 from harness.cli.main import CliError, add_profiles_option, profiles_in, reports_user_errors
-from harness.core.paths import REPO_ROOT, runs_dir
+from harness.cli.serve_runs import (
+    SERVE_TESTS,
+    Rows,
+    Runs,
+    listed_ids,
+    results_root,
+    run_side,
+    side_rows,
+    tree_at,
+)
+from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, Tier
 from harness.report.render import compare_table, validation_table
-from harness.report.results import ResultsFileError, load_results
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
 ORDER = 80  # its place in `serve-harness --help` (harness/cli/main.py)
 
-SERVE_TESTS = "tests/serve"
-MESSAGE_CHARS = 160  # a cause message's first sentence ("worker 'encode' (port N) reports …")
-Rows = dict[str, list[dict[str, Any]]]  # side -> its results rows
-Runs = list[tuple[str, int, float]]  # (side, exit status, wall seconds), in run order
-
 
 # What every mode shares: its two runs' results, one table of them.
-
-
-def listed_ids(text: str) -> list[str]:
-    """`--ids a, b` -> ["a", "b"]."""
-    return [i.strip() for i in text.split(",") if i.strip()]
-
-
-def results_root(args: argparse.Namespace) -> Path:
-    return args.results_dir or runs_dir() / f"validate-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def first_sentence(message: str) -> str:
-    line = message.splitlines()[0]
-    end = line.find(". ")
-    text = line[: end + 1] if end >= 0 else line
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
-
-
-def side_rows(
-    results: Path, side: str, mark: Callable[[str], str] | None = None
-) -> list[dict[str, Any]]:
-    """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
-    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
-    if not results.is_file():
-        return []
-    try:
-        rows = load_results(results)
-    except ResultsFileError as exc:
-        raise CliError(f"{side} run: {exc}") from None
-    for row in rows:
-        row["launcher"] = (
-            f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
-        )
-        if row["cause"] and row.get("message"):
-            row["cause"] = f"{row['cause']}: {first_sentence(row['message'])}"
-    return rows
 
 
 def render_sides(heading: list[str], sides: tuple[str, str], rows: Rows, runs: Runs) -> str:
@@ -111,41 +79,6 @@ def write_table(text: str, root: Path) -> None:
     (root / "validation.md").write_text(text + "\n")
     print(text)
     print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
-
-
-def run_side(
-    side: str,
-    ids: list[str],
-    out: Path,
-    extra: list[str],
-    env: dict[str, str],
-    strict: bool = True,
-) -> int:
-    """One side on this machine: the serve suite on exactly these ids (their baselines pulled
-    in), on the CPU tier, its results under `out`."""
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        SERVE_TESTS,
-        "--tier",
-        "cpu",
-        *(["--strict-defects"] if strict else []),
-        "--ids",
-        ",".join(ids),
-        "--results",
-        str(out / "results.jsonl"),
-        "-p",
-        "no:cacheprovider",
-        *extra,
-    ]
-    print(f"harness validate: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
-    try:  # the run's output on stderr (stdout is the table); inherited where it is no file
-        err: int | None = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        err = None
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=err, stderr=err)
-    return done.returncode
 
 
 # `validate patch`: the installed ai-dynamo against a checkout of it with the patch applied.
@@ -242,7 +175,7 @@ def run_patch(args: argparse.Namespace) -> int:
     except PatchError as exc:
         raise CliError(str(exc)) from None
     ids = patch_ids(args, files)
-    root = results_root(args)
+    root = results_root(args, "validate")
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="harness-dynamo-patch-") as tmp:
         try:
@@ -284,26 +217,15 @@ def render_patch(patch: Path, files: list[str], rows: Rows, runs: Runs) -> str:
 # `validate checkout`: a Dynamo checkout at a base revision against its working tree.
 
 
-def base_tree(checkout: Path, base: str, out: Path) -> Path:
-    """The checkout's tree at `base`, written to `out` (`git archive`, no worktree state)."""
-    archive = subprocess.Popen(
-        ["git", "-C", str(checkout), "archive", base], stdout=subprocess.PIPE
-    )
-    subprocess.run(["tar", "-x", "-C", str(out)], stdin=archive.stdout, check=True)
-    if archive.wait() != 0:
-        raise CliError(f"--base {base}: not a revision of {checkout}")
-    return out
-
-
 def run_checkout(args: argparse.Namespace) -> int:
     """The serve ids a change to a Dynamo checkout affects (those `affected --dynamo-src PATH
     --base REF` lists for the CPU tier), run on this machine's CPU tier twice: with the checkout
     as it was at REF and as it is now (both its launchers and its Python, `--dynamo-src`), and
     the table of the two.
 
-    The seed's proof, for a maintainer's branch: the E/P/D launcher without its encode health
-    line at REF fails `no_health_source` naming encode, the branch passes. Exit status: the
-    change's."""
+    For a branch that gives the encode worker its health source: the E/P/D launcher without
+    its encode health line at REF fails `no_health_source` naming encode, the branch passes.
+    Exit status: the change's."""
     checkout = args.checkout.resolve()
     try:
         DynamoSource(checkout).check()
@@ -323,11 +245,11 @@ def run_checkout(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return 0
-    root = results_root(args)
+    root = results_root(args, "validate")
     rows: Rows = {}
     runs: Runs = []
     with tempfile.TemporaryDirectory(prefix="harness-dynamo-base-") as tmp:
-        trees = {sides[0]: base_tree(checkout, args.base, Path(tmp)), sides[1]: checkout}
+        trees = {sides[0]: tree_at(checkout, args.base, Path(tmp)), sides[1]: checkout}
         for side in sides:
             env = {**os.environ, DYNAMO_SRC_ENV: str(trees[side])}
             out = root / side.replace(" ", "-")
@@ -431,7 +353,7 @@ def run_image(args: argparse.Namespace) -> int:
     changes = [parse_change(spec, args.workdir) for spec in args.change]
     tier: Tier = args.tier or ("gpu" if args.gpus else "cpu")
     ids = image_ids(args, changes, tier)
-    root = results_root(args)
+    root = results_root(args, "validate")
     print(
         f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}", file=sys.stderr
     )

@@ -243,7 +243,7 @@ def junit_xml(results: list[dict[str, Any]], name: str = "serve") -> str:
 STATE_COLOURS = {
     "starting": "#9ecae1",
     "notready": "#fdae6b",
-    "no_health_source": "#756bb1",  # every endpoint ready, status notready: the seed bug
+    "no_health_source": "#756bb1",  # every endpoint ready, status notready
     "ready": "#74c476",
     "exited": "#de2d26",
     "unknown": "#bdbdbd",

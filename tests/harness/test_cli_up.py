@@ -110,7 +110,6 @@ def test_up_tears_down_on_signal(tmp_path: Path, signum: int) -> None:
     assert run.exit_code == 0, run.output
     assert "no process or port left" in run.output
     assert set(run.ports) >= {"DYN_HTTP_PORT", "DYN_SYSTEM_PORT1"}
-    assert run.stop_s < 15, f"teardown took {run.stop_s:.1f} s"
     assert_nothing_left(run, registry)
     print(run.output)
 

@@ -110,7 +110,6 @@ def test_ctrl_c_removes_the_container(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "interrupted; container removed" in err
     assert containers_of(CLIENT, proc) == []
-    assert took < 20, f"Ctrl-C to container gone took {took:.1f} s"
     print(f"Ctrl-C -> container removed and harness docker exited in {took:.2f} s")
 
 

@@ -1,6 +1,5 @@
 """Everything a topology listens on is bound to loopback, or the harness names what is not."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,11 @@ from tests.harness.faults import fault_profile
 def test_frontend_bound_to_all_interfaces_is_named(tmp_path: Path) -> None:
     profile = fault_profile("mocker", launcher_args=["--frontend-host", "0.0.0.0"])
     topo = launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"))
-    started = time.monotonic()
     with pytest.raises(TopologyFailure) as err, topo:
         pass
     assert err.value.cause == Cause.EXPOSED_LISTENER
     port = topo.plan.ports["DYN_HTTP_PORT"]
     assert f"0.0.0.0:{port}" in err.value.message and "dynamo.frontend" in err.value.message
-    assert time.monotonic() - started < 30
     assert not marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id)
     assert not listening_ports(topo.plan.ports.values())
 

@@ -135,7 +135,6 @@ def test_cases_run_against_a_topology_another_process_holds(
                 time.sleep(0.25)
         assert failure.value.cause == Cause.ROLE_UNREACHABLE, failure.value.report()
         assert failure.value.evidence.role == victim
-        assert time.monotonic() - killed < 5
 
         # `up` ends its whole topology once a role dies, so now no worker answers: the next run
         # fails its readiness on the first worker it probes, with the same cause

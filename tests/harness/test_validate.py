@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import CliError, build_parser, main
+from harness.cli.serve_runs import first_sentence
 from harness.cli.validate import (
     Change,
-    first_sentence,
     image_ids,
     parse_change,
     render_image,
