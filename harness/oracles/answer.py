@@ -104,6 +104,11 @@ class Answer:
     def request(self) -> RequestSpec:
         return self.scope.request
 
+    @property
+    def stack(self) -> str:
+        """Whose media preprocessing the model's own inputs mirror (reference.VIDEO_LIKE)."""
+        return self.scope.profile.stack
+
     @cached_property
     def data(self) -> dict[str, Any]:
         return self.resp.json()
@@ -115,12 +120,12 @@ class Answer:
     @cached_property
     def counts(self) -> ProcessorCounts | None:
         """The model processor's own counts (None where it cannot mirror vLLM's)."""
-        return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch)
+        return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch, self.stack)
 
     @cached_property
     def reference(self) -> Reference | None:
         """The model's own greedy answer and its log-probabilities (reference.py)."""
-        return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE)
+        return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE, self.stack)
 
     @property
     def reference_ids(self) -> list[int] | None:
@@ -129,7 +134,7 @@ class Answer:
     @cached_property
     def inputs(self) -> Any | None:
         """The model's own processor outputs for the request (None: not mirrored)."""
-        return processor_inputs(self.model_dir, self.body["messages"], self.urls.fetch)
+        return processor_inputs(self.model_dir, self.body["messages"], self.urls.fetch, self.stack)
 
     @cached_property
     def encoder_rows(self) -> torch.Tensor | None:
@@ -147,7 +152,7 @@ class Answer:
         if rows is None:
             return None
         return reference_on_rows(
-            self.model_dir, self.body, self.urls.fetch, rows, self.scope.kv_handoff
+            self.model_dir, self.body, self.urls.fetch, rows, self.scope.kv_handoff, self.stack
         )
 
 

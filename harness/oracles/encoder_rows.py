@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from harness.oracles.checks import Step
 from harness.oracles.reference import (
     TOP_LOGPROBS,
+    VLLM,
     MediaFetcher,
     Reference,
     load_model,
@@ -151,14 +152,19 @@ def image_features_replaced(model: Any, rows: torch.Tensor, pixels: torch.Tensor
 
 
 def reference_on_rows(
-    model_dir: str, body: dict[str, Any], media: MediaFetcher, rows: torch.Tensor, kv_handoff: bool
+    model_dir: str,
+    body: dict[str, Any],
+    media: MediaFetcher,
+    rows: torch.Tensor,
+    kv_handoff: bool,
+    stack: str = VLLM,
 ) -> Reference | None:
     """The model's float32 language model on the encoder's `rows`, placed as the path places them
     (module doc); greedy, `body`'s max_tokens. None where the processor cannot mirror vLLM's
     preprocessing."""
     import torch
 
-    inputs = processor_inputs(model_dir, body["messages"], media)
+    inputs = processor_inputs(model_dir, body["messages"], media, stack)
     if inputs is None:
         return None
     model = load_model(model_dir, "float32")

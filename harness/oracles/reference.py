@@ -14,6 +14,10 @@ with it.
   the per-frame timestamp text match exactly. For any other video processor vLLM's generic
   loader samples with different rules (32 frames, no fps metadata), which is not reproduced
   here: `expected_prompt_tokens` (and everything built on `processor_inputs`) returns None then.
+  SGLang (0.5.21) samples and resizes Qwen-VL video itself before its HF processor:
+  `decode_video_like_sglang` mirrors it (every frame decoded, `smart_nframes` at 2 fps, indices
+  `linspace` truncated, `smart_resize` to multiples of 28 within its video pixel bounds, a
+  bilinear torchvision resize), picked by the profile's stack (`VIDEO_LIKE`).
 - `reference`: the model's own answer: Hugging Face transformers `generate` on the same tiny
   checkpoint, on the raw media, greedy, with the model's own chat template, processor, feature
   layer and feature selection (`processor_inputs`). Every request is compared with it whatever
@@ -131,6 +135,103 @@ def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
     return np.stack(frames), metadata
 
 
+# SGLang 0.5.21's Qwen-VL video preprocessing defaults (sglang/srt/multimodal/processors/qwen_vl.py:
+# FPS, FPS_MIN_FRAMES, FPS_MAX_FRAMES, FRAME_FACTOR, IMAGE_FACTOR, VIDEO_MIN_PIXELS,
+# VIDEO_MAX_PIXELS, VIDEO_TOTAL_PIXELS with VIDEO_MAX_PIXELS unset in the environment).
+SGLANG_FPS, SGLANG_MIN_FRAMES, SGLANG_MAX_FRAMES, SGLANG_FRAME_FACTOR = 2.0, 4, 768, 2
+SGLANG_IMAGE_FACTOR = 28
+SGLANG_VIDEO_MIN_PIXELS, SGLANG_VIDEO_MAX_PIXELS = 128 * 28 * 28, 768 * 28 * 28
+SGLANG_VIDEO_TOTAL_PIXELS = int(128000 * 28 * 28 * 0.9)
+
+
+def sglang_frame_indices(total: int, fps: float) -> list[int]:
+    """SGLang 0.5.21's `smart_nframes` + `preprocess_video` sampling at its defaults: n = total
+    / fps * 2 clamped to [4, min(768, total)] (each bound and n on a multiple of 2), indices
+    `linspace(0, total - 1, n)` truncated. Example: 10 frames at 5 fps -> 4 -> [0, 3, 6, 9]."""
+    import math
+
+    import numpy as np
+
+    factor = SGLANG_FRAME_FACTOR
+    low = math.ceil(SGLANG_MIN_FRAMES / factor) * factor
+    high = math.floor(min(SGLANG_MAX_FRAMES, total) / factor) * factor
+    num = min(min(max(total / fps * SGLANG_FPS, low), high), total)
+    num = math.floor(num / factor) * factor
+    return np.unique(np.linspace(0, total - 1, num=num, dtype=np.int64)).tolist()
+
+
+def sglang_resized(height: int, width: int, frames: int) -> tuple[int, int]:
+    """SGLang 0.5.21's `smart_resize` as `preprocess_video` calls it (factor 28, its video pixel
+    bounds)."""
+    import math
+
+    factor = SGLANG_IMAGE_FACTOR
+    low = SGLANG_VIDEO_MIN_PIXELS
+    high = max(
+        min(SGLANG_VIDEO_MAX_PIXELS, SGLANG_VIDEO_TOTAL_PIXELS / frames * SGLANG_FRAME_FACTOR),
+        int(low * 1.05),
+    )
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > high:
+        beta = math.sqrt((height * width) / high)
+        h_bar = math.floor(height / beta / factor) * factor
+        w_bar = math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < low:
+        beta = math.sqrt(low / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def decode_video_like_sglang(data: bytes) -> tuple[Any, VideoMetadata]:
+    """Decode (OpenCV, every frame) and sample, then resize (torchvision, bilinear) as SGLang
+    0.5.21's Qwen-VL processor does before the HF processor sees the frames (TCHW uint8)."""
+    import cv2
+    import cv2.videoio_registry as registry
+    import numpy as np
+    import torch
+    from torchvision.transforms.functional import InterpolationMode, resize
+    from transformers.video_utils import VideoMetadata
+
+    api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
+    stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
+    cap = cv2.VideoCapture(stream, api, [])
+    if not cap.isOpened():
+        raise ValueError("could not open video stream")
+    try:
+        fps = cap.get(cv2.CAP_PROP_FPS) or UNKNOWN_FPS
+        decoded = []
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            decoded.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+    finally:
+        cap.release()
+    total = len(decoded)
+    indices = sglang_frame_indices(total, fps)
+    video = torch.from_numpy(np.stack([decoded[i] for i in indices])).permute(0, 3, 1, 2)
+    height, width = sglang_resized(video.shape[2], video.shape[3], video.shape[0])
+    video = resize(video, [height, width], interpolation=InterpolationMode.BILINEAR)
+    metadata = VideoMetadata(
+        total_num_frames=total,
+        fps=fps,
+        duration=total / fps,
+        frames_indices=np.asarray(indices),
+        video_backend="torchvision",
+    )
+    return video, metadata
+
+
+# How each stack's engine decodes and samples a Qwen3-VL video before the model's processor.
+VIDEO_LIKE: dict[str, Callable[[bytes], tuple[Any, VideoMetadata]]] = {
+    "dynamo-vllm": decode_video_like_vllm,
+    "dynamo-sglang": decode_video_like_sglang,
+}
+VLLM = "dynamo-vllm"
+
+
 def split_messages(
     messages: list[dict[str, Any]], keep_media: bool
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -158,7 +259,10 @@ def split_messages(
 
 
 def processor_inputs(
-    model_dir: Path | str, messages: list[dict], media: MediaFetcher | None = None
+    model_dir: Path | str,
+    messages: list[dict],
+    media: MediaFetcher | None = None,
+    stack: str = VLLM,
 ) -> Any | None:
     """The model's own HF processor outputs for OpenAI chat `messages` (chat template, then the
     processor on text, images and videos decoded as vLLM decodes them), as torch tensors.
@@ -179,7 +283,7 @@ def processor_inputs(
             raise ValueError(f"{Path(model_dir).name} takes no video (vLLM answers 400)")
         if type(video_processor).__name__ != "Qwen3VLVideoProcessor":
             return None
-        decoded = [decode_video_like_vllm(media_bytes(url, media)) for url in video_urls]
+        decoded = [VIDEO_LIKE[stack](media_bytes(url, media)) for url in video_urls]
         kwargs["videos"] = [frames for frames, _ in decoded]
         kwargs["video_metadata"] = [metadata for _, metadata in decoded]
         kwargs["do_sample_frames"] = False
@@ -187,7 +291,7 @@ def processor_inputs(
 
 
 def expected_prompt_tokens(
-    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None
+    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None, stack: str = VLLM
 ) -> int | None:
     """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
 
@@ -197,7 +301,7 @@ def expected_prompt_tokens(
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}},
         {"type": "text", "text": "Describe it."}]}]) -> 42
     """
-    inputs = processor_inputs(model_dir, messages, media)
+    inputs = processor_inputs(model_dir, messages, media, stack)
     return None if inputs is None else int(inputs["input_ids"].shape[1])
 
 
@@ -247,13 +351,17 @@ def reference_token_ids(
 
 
 def reference(
-    model_dir: Path | str, body: dict[str, Any], media: MediaFetcher, dtype: str
+    model_dir: Path | str,
+    body: dict[str, Any],
+    media: MediaFetcher,
+    dtype: str,
+    stack: str = VLLM,
 ) -> Reference | None:
     """One greedy `generate` on the raw media: the answer's ids and each token's top
-    TOP_LOGPROBS log-probabilities. None where processor_inputs cannot mirror vLLM's."""
+    TOP_LOGPROBS log-probabilities. None where processor_inputs cannot mirror the engine's."""
     import torch
 
-    inputs = processor_inputs(model_dir, body["messages"], media)
+    inputs = processor_inputs(model_dir, body["messages"], media, stack)
     if inputs is None:
         return None
     model = load_model(str(model_dir), dtype)
@@ -344,10 +452,10 @@ class ProcessorCounts:
 
 
 def processor_counts(
-    model_dir: Path | str, messages: list[dict[str, Any]], media: MediaFetcher
+    model_dir: Path | str, messages: list[dict[str, Any]], media: MediaFetcher, stack: str = VLLM
 ) -> ProcessorCounts | None:
-    """None where the processor cannot mirror vLLM's preprocessing (processor_inputs)."""
-    inputs = processor_inputs(model_dir, messages, media)
+    """None where the processor cannot mirror the engine's preprocessing (processor_inputs)."""
+    inputs = processor_inputs(model_dir, messages, media, stack)
     if inputs is None:
         return None
     processor = load_processor(str(model_dir))

@@ -24,6 +24,7 @@ from tests.harness.dynamo_checkout import (
     ENCODE_NEVER_REGISTERS,
     build_checkout,
 )
+from tests.harness.selftest_scope import EXHAUSTIVE
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
@@ -71,7 +72,10 @@ def test_a_role_the_tier_cannot_run_is_refused_by_name(
 
 @pytest.mark.parametrize(
     ("fault", "role", "component"),
-    [(ENCODE_NEVER_REGISTERS, "encode", "encode"), (DECODE_NEVER_REGISTERS, "decode", "backend")],
+    [
+        (ENCODE_NEVER_REGISTERS, "encode", "encode"),
+        pytest.param(DECODE_NEVER_REGISTERS, "decode", "backend", marks=EXHAUSTIVE),
+    ],
     ids=["encode", "decode"],
 )
 def test_a_worker_that_serves_but_registers_no_model_card_is_named(

@@ -8,8 +8,6 @@ serve suite's own multimodal_e_pd_fd_qwen."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
@@ -19,6 +17,7 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, warmup_bodies
+from tests.harness.selftest_scope import EXHAUSTIVE
 
 E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"
 
@@ -26,11 +25,7 @@ pytestmark = [
     pytest.mark.heavy,
     pytest.mark.sglang,
     pytest.mark.cpu,
-    # 163 s of SGLang E/PD: past CI's 30-minute budget (docs/measurements.md), so opt-in
-    pytest.mark.skipif(
-        os.environ.get("HARNESS_SLOW_ORACLE_TESTS") != "1",
-        reason="set HARNESS_SLOW_ORACLE_TESTS=1 (a 163 s SGLang E/PD launch)",
-    ),
+    EXHAUSTIVE,  # 163 s of SGLang E/PD; the other oracles' fault tests cover the class
 ]
 
 

@@ -23,6 +23,7 @@ from harness.profiles import load_profile
 from harness.requests.chat import MediaURLs, warmup_bodies
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
+from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_dynamo_src_launch import nothing_left
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
@@ -41,7 +42,11 @@ def other_image(urls: MediaURLs) -> MediaURLs:
     return dataclasses.replace(urls, image_url=urls.other.image_url)
 
 
-@pytest.mark.parametrize("which", list(PROFILES))
+@pytest.mark.parametrize(
+    "which",
+    # the E/PD path in CI; the E/P/D paths (Qwen3-VL, LLaVA) with HARNESS_FULL_SELFTEST=1
+    [w if w == "qwen_e_pd" else pytest.param(w, marks=EXHAUSTIVE) for w in PROFILES],
+)
 def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
     which: str, tmp_path: Path, urls: MediaURLs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

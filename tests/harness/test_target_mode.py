@@ -21,6 +21,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
 from harness.topology.topology import attach, check_target, load_target, target_plan
+from tests.harness.selftest_scope import EXHAUSTIVE
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm]
 SECRET = "sk-test-secret-token"
@@ -28,7 +29,7 @@ SECRET = "sk-test-secret-token"
 # that need no other launcher arguments than the ones `up` used)
 TARGETS = [
     ("agg_qwen3-vl-2b", "worker", 4),
-    ("epd_qwen3-vl-2b", "decode", 2),
+    pytest.param("epd_qwen3-vl-2b", "decode", 2, marks=EXHAUSTIVE),
 ]
 
 
@@ -105,7 +106,9 @@ def rows(results: Path) -> list[dict]:
     return [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize(("name", "victim", "cases"), TARGETS, ids=[t[0] for t in TARGETS])
+@pytest.mark.parametrize(
+    ("name", "victim", "cases"), TARGETS, ids=["agg_qwen3-vl-2b", "epd_qwen3-vl-2b"]
+)
 def test_cases_run_against_a_topology_another_process_holds(
     tmp_path: Path, name: str, victim: str, cases: int
 ) -> None:
