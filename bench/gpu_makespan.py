@@ -1,6 +1,6 @@
 """Makespan of a simulated GPU-tier suite on a 4x80 GiB runner: LongestFirst vs. file order.
 
-Uses the broker's admission rule (`harness.machine.leases.place`) on a simulated clock.
+Uses the broker's admission rule (`harness.machine.gpu_leases.place`) on a simulated clock.
 Each of `--workers` xdist-like workers takes the next case in order and blocks until the broker
 admits it; at every finish, waiting cases are re-polled in arrival order (any that fits starts).
 
@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.cases.selection import CaseOrder, FileOrder, LongestFirst
+from harness.machine.gpu_leases import place
 from harness.machine.gpus import GIB, GpuInventory
-from harness.machine.leases import place
 
 GOAL_RATIO = 1.1
 

@@ -23,17 +23,18 @@ import pytest
 
 from harness.core.paths import sglang_python, sglang_venv_left_out
 from harness.core.verdict import TopologyFailure
+from harness.machine.engines import missing_engine
+from harness.machine.gpu_leases import GpuUnavailable, shortfall
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import GpuUnavailable, PortRegistry, shortfall
 from harness.machine.memory_plan import plan_memory
-from harness.machine.tier import missing_engine
+from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
+from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
-from harness.requests.chat import MediaURLs, request_body
 from harness.topology.plan import ENCODER_TAP_ENV, launch_signature
 from harness.topology.roles import (
     ImageTokenTally,

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.cases.case import ServeCase
+from harness.payloads.chat import fingerprint
 from harness.profiles import Profile, Tier
 from harness.profiles.load import cadence_marks
 from harness.report.results import manifest_path
-from harness.requests.chat import fingerprint
 
 
 def cadence_cases(profiles: list[Profile], tier: Tier, cadence: str) -> list[ServeCase]:

@@ -27,9 +27,9 @@ from harness.cli.main import add_profiles_option, profiles_in, reports_user_erro
 from harness.core.paths import REPO_ROOT, SGLANG_VENV, sglang_venv_left_out
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
+from harness.machine.engines import STACK_ENGINE, engine_pins, lock_mismatches, lock_versions
 from harness.machine.gpus import GIB, GpuDevice, GpuInventory
-from harness.machine.leases import PortRegistry
-from harness.machine.tier import STACK_ENGINE, engine_pins, lock_mismatches, lock_versions
+from harness.machine.port_registry import PortRegistry
 from harness.profiles import Profile, Tier
 from harness.topology.processes import describe_stale, stale_processes
 
@@ -231,7 +231,7 @@ def installed_version(name: str) -> str | None:
 
 def model_findings(profiles: Sequence[Profile], tier: Tier) -> list[Finding]:
     """CPU: each tiny checkpoint builds (or is cached). GPU: each model is in the HF cache."""
-    from harness.machine.tier import ensure_cached
+    from harness.machine.model_files import ensure_cached
     from harness.tiny_models import build_tiny_model
 
     findings = []

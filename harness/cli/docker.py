@@ -36,7 +36,8 @@ import psutil
 from harness.cli.main import CliError, reports_user_errors
 from harness.core.paths import REPO_ROOT, cache_dir, runs_dir
 from harness.core.secrets import redact_env, scrub_text
-from harness.machine import leases
+from harness.machine.gpu_leases import gpu_registry_file
+from harness.machine.port_registry import port_registry_file
 from harness.topology.processes import handling, raise_interrupt
 
 ORDER = 70  # its place in `serve-harness --help` (harness/cli/main.py)
@@ -393,7 +394,7 @@ def container_spec(
     machine's results dir, caches and lease registries mounted."""
     try:
         binds = [parse_overlay(o, args.workdir, REPO_ROOT, Path.cwd()) for o in overlays]
-        registries = [leases.port_registry_file().parent, leases.gpu_registry_file().parent]
+        registries = [port_registry_file().parent, gpu_registry_file().parent]
         for directory in registries:
             directory.mkdir(parents=True, exist_ok=True)
         mounts = build_mounts(binds, results_dir, args.hf_cache, args.cache, registries)

@@ -26,8 +26,8 @@ from harness.oracles.reference import (
     reference,
 )
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
+from harness.payloads.chat import MediaURLs, fingerprint
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
-from harness.requests.chat import MediaURLs, fingerprint
 from harness.topology.roles import ImageTokenTally
 
 if TYPE_CHECKING:

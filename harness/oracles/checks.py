@@ -26,8 +26,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import MediaKind, RequestSpec, Tier
-from harness.requests.chat import MediaURLs, request_body
 
 EXCERPT_CHARS = 160
 

@@ -19,8 +19,8 @@ from harness.oracles.registry import (
     applicable_to_case,
     media_blind_why,
 )
+from harness.payloads.chat import MediaURLs
 from harness.profiles import Profile, RequestSpec, Tier
-from harness.requests.chat import MediaURLs
 
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
 NO_LONGER_SHOWS = ": it no longer shows; remove the known_defect declaration"

@@ -20,8 +20,8 @@ from harness.cases.selection import (
     write_manifest,
 )
 from harness.core.paths import REPO_ROOT
+from harness.machine.gpu_leases import ADMISSION_TIMEOUT_S
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import ADMISSION_TIMEOUT_S
 from harness.machine.memory_plan import GIB, plan_memory
 from harness.plugin.options import session_of
 from harness.profiles import ProfileError, load_profiles

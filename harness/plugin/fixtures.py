@@ -17,9 +17,9 @@ from harness.core.verdict import TopologyFailure
 from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
-from harness.requests.chat import MediaURLs, warmup_bodies
 from harness.topology.topology import TargetSpec, attach, launch, new_run_dir, target_plan
 
 RECORD = pytest.StashKey[CaseRecord]()
@@ -27,7 +27,7 @@ RECORD = pytest.StashKey[CaseRecord]()
 
 @pytest.fixture(scope="session")
 def harness_media() -> Iterator[MediaURLs]:
-    from harness.requests.media import AssetServer, build_media
+    from harness.payloads.media import AssetServer, build_media
 
     media = build_media(cache_dir() / "media")
     with AssetServer(media.green_square_png.parent) as server:

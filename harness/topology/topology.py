@@ -51,8 +51,9 @@ from harness.core.paths import (
 )
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.machine.leases import PortRegistry, take_gpus
-from harness.machine.tier import model_for
+from harness.machine.gpu_leases import take_gpus
+from harness.machine.model_files import model_for
+from harness.machine.port_registry import PortRegistry
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
 from harness.topology.plan import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.requests.chat import MediaURLs
+from harness.payloads.chat import MediaURLs
 
 URLS = MediaURLs(
     "http://127.0.0.1:1/i.png",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.requests.chat import MediaURLs
-from harness.requests.media import AssetServer, build_media
+from harness.payloads.chat import MediaURLs
+from harness.payloads.media import AssetServer, build_media
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
-from harness.requests.chat import MediaURLs
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import POLL_S, Launched, Topology, launch
 

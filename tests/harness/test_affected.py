@@ -125,7 +125,7 @@ def test_profile_yaml_affects_only_its_cases(profiles: list[Profile], texts: dic
 @pytest.mark.parametrize(
     "path",
     [
-        "harness/requests/media.py",
+        "harness/payloads/media.py",
         "harness/topology/plan.py",
         "conftest.py",
         "pytest.ini",

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness.requests.media import AssetServer, ServedRequest, UnsatisfiableRange, parse_byte_range
+from harness.payloads.media import AssetServer, ServedRequest, UnsatisfiableRange, parse_byte_range
 
 CONTENT = bytes(range(256)) * 4  # 1024 distinct-position bytes
 

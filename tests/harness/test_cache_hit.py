@@ -16,8 +16,8 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.serving import RequestHit, check_cache_hits
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
 
 ROUTER = REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml"
 

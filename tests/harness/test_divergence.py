@@ -11,7 +11,7 @@ from harness.oracles.reference import (
     processor_counts,
     role_prompt_check,
 )
-from harness.requests.chat import MediaURLs, chat_body
+from harness.payloads.chat import MediaURLs, chat_body
 from harness.tiny_models import build_tiny_model
 
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.core.paths import CHECKOUT_ENV
-from harness.machine.leases import PortRegistry, port_registry_file
+from harness.machine.port_registry import PortRegistry, port_registry_file
 from harness.topology.processes import listening_ports
 from tests.harness.docker_daemon import client_with_image, containers_of
 

@@ -15,8 +15,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
 from tests.harness.selftest_scope import EXHAUSTIVE
 
 E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"

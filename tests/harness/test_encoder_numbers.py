@@ -19,8 +19,8 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
 from tests.harness.selftest_scope import EXHAUSTIVE

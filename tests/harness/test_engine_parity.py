@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli.check import sglang_venv_findings
 from harness.core.paths import REPO_ROOT
-from harness.machine.tier import engine_pins, lock_mismatches, lock_versions
+from harness.machine.engines import engine_pins, lock_mismatches, lock_versions
 
 LOCK = REPO_ROOT / "requirements" / "cpu.lock"
 NEXT_LOCK = REPO_ROOT / "requirements" / "cpu-next.lock"

@@ -15,8 +15,8 @@ import pytest
 
 from harness.cases.case import XPU_SKIP
 from harness.core.paths import REPO_ROOT
+from harness.machine.gpu_leases import shortfall
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import shortfall
 from harness.machine.memory_plan import plan_memory
 from harness.profiles import load_profiles
 
@@ -29,8 +29,8 @@ import json, sys, time
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import GpuUnavailable, shortfall
-from harness.machine.leases import take_gpus
+from harness.machine.gpu_leases import GpuUnavailable, shortfall
+from harness.machine.gpu_leases import take_gpus
 from harness.machine.memory_plan import plan_memory
 from harness.cases.case import XPU_SKIP
 worker, workers = int(sys.argv[1]), int(sys.argv[2])

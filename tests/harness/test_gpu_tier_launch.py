@@ -9,8 +9,9 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.machine.gpu_leases import GpuLeaseBroker, GpuUnavailable
 from harness.machine.gpus import GpuInventory
-from harness.machine.leases import GpuLeaseBroker, GpuUnavailable, PortRegistry
+from harness.machine.port_registry import PortRegistry
 from harness.profiles import load_profiles
 from harness.topology.topology import launch
 
@@ -54,7 +55,7 @@ def test_case_needing_more_gpus_than_exist_is_refused(simulated: GpuLeaseBroker)
 def test_opt_in_download_tries_once_under_a_lock_and_names_why_it_failed(tmp_path: Path) -> None:
     """HARNESS_DOWNLOAD_MODELS=1 against a hub that refuses connections (real huggingface_hub)."""
     script = (
-        "from harness.machine.tier import ensure_cached\n"
+        "from harness.machine.model_files import ensure_cached\n"
         "from harness.core.verdict import TopologyFailure\n"
         "try:\n    ensure_cached('Qwen/Qwen3-VL-2B-Instruct')\n"
         "except TopologyFailure as failure:\n    print(failure.cause, failure.message)\n"

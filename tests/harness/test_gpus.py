@@ -11,6 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cases.selection import LongestFirst
+from harness.machine.gpu_leases import (
+    GpuLeaseBroker,
+    GpuLeaseTimeout,
+    GpuUnavailable,
+    place,
+    shortfall,
+)
 from harness.machine.gpus import (
     GIB,
     MIB,
@@ -19,7 +26,6 @@ from harness.machine.gpus import (
     GpuMemoryNotReturned,
     wait_memory_returned,
 )
-from harness.machine.leases import GpuLeaseBroker, GpuLeaseTimeout, GpuUnavailable, place, shortfall
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore, reference_answer
+from harness.payloads.chat import MediaURLs, chat_body, warmup_bodies
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, chat_body, warmup_bodies
 from harness.tiny_models import build_tiny_model
 
 

@@ -20,7 +20,7 @@ LAYERS = (
     "profiles",
     "machine",
     "topology",
-    "requests",
+    "payloads",
     "oracles",
     "report",
     "audit",

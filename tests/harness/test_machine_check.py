@@ -24,7 +24,7 @@ from harness.cli.check import (
 )
 from harness.core.paths import CHECKOUT_ENV, SESSION_PID_ENV, TOPOLOGY_ID_ENV
 from harness.machine.gpus import MIB, GpuDevice, GpuInventory
-from harness.machine.leases import PortRegistry
+from harness.machine.port_registry import PortRegistry
 from harness.profiles import load_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.requests.media import (
+from harness.payloads.media import (
     GREEN_SQUARE_NAME,
     SQUARE_RGB,
     VIDEO_FRAMES,

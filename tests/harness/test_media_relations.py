@@ -15,9 +15,9 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.checks import MediaRelation, judge_relation, relations
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.media import RED_SQUARE_RGB, render_square_png
 from harness.profiles import RequestSpec, load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
-from harness.requests.media import RED_SQUARE_RGB, render_square_png
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 

@@ -14,8 +14,8 @@ from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
 
 LAUNCHER = """#!/usr/bin/env bash
 # agg_twin: two aggregated workers behind the frontend's round-robin router.

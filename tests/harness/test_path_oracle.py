@@ -19,9 +19,9 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path
+from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
+from harness.payloads.media import AssetServer, build_media
 from harness.profiles import load_profile
-from harness.requests.chat import MediaURLs, request_body, warmup_bodies
-from harness.requests.media import AssetServer, build_media
 from harness.topology.plan import RolePlan
 from harness.topology.roles import parse_counters
 from harness.topology.topology import launch

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.machine.leases import PortRegistry
+from harness.machine.port_registry import PortRegistry
 from harness.profiles import load_profiles
 from harness.topology.port_contract import offered_to_all, port_contract
 from harness.topology.role_adapter import Refused, adapt

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.machine.leases import PortRangeExhausted, PortRegistry, port_is_bindable
+from harness.machine.port_registry import PortRangeExhausted, PortRegistry, port_is_bindable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Below the kernel's ephemeral range (32768+) and outside the harness default (20000-30000).
@@ -39,7 +39,7 @@ LEASE_AND_EXIT = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from harness.machine.leases import PortRegistry
+    from harness.machine.port_registry import PortRegistry
     registry = PortRegistry(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
     print(json.dumps(registry.lease(["a", "b"], tag="dies-holding").ports), flush=True)
     """
@@ -49,7 +49,7 @@ STRESS_WORKER = textwrap.dedent(
     """
     import json, os, random, sys, time
     from pathlib import Path
-    from harness.machine.leases import PortRegistry
+    from harness.machine.port_registry import PortRegistry
     path, low, high, count, window, out = sys.argv[1:]
     registry = PortRegistry(Path(path), int(low), int(high))
     held, intervals, lease_s = [], [], []

@@ -12,7 +12,7 @@ import pytest
 from psutil import _pslinux
 
 from harness.core.process_start import process_started
-from harness.machine.leases import NewLease, OwnedLease
+from harness.machine.lease_file import NewLease, OwnedLease
 from harness.topology.roles import RoleProcess
 
 STEP_S = 3600.0

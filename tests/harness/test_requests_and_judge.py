@@ -12,8 +12,8 @@ from harness.oracles.checks import check_prompt_tokens
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import PromptTokens
+from harness.payloads.chat import chat_body, fingerprint, warmup_bodies
 from harness.profiles import RequestSpec, load_profiles
-from harness.requests.chat import chat_body, fingerprint, warmup_bodies
 from harness.topology.roles import HealthSample
 from tests.harness.canned import URLS
 

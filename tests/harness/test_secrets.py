@@ -8,7 +8,7 @@ import pytest
 
 from harness.core.secrets import REDACTED, is_secret, redact_env, scrub_text
 from harness.core.verdict import Cause, TopologyFailure
-from harness.machine.leases import PortRegistry
+from harness.machine.port_registry import PortRegistry
 from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
 

@@ -166,7 +166,7 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
     checks could not fail otherwise), and its processor places the image tokens the CPU
     profiles are written for (16 for the Qwen families' 512x512 square, 64 for LLaVA)."""
     from harness.oracles.reference import CPU_ENGINE_DTYPE, processor_counts, reference_answer
-    from harness.requests.media import build_media
+    from harness.payloads.media import build_media
 
     media = build_media(model_dirs[family].parent.parent / "media-test")
     files = {"green": media.green_square_png, "red": media.red_square_png}

@@ -18,8 +18,8 @@ from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import Profile, load_profile
-from harness.requests.chat import MediaURLs, warmup_bodies
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DYNAMO_SRC_ENV
 from harness.topology.plan import LaunchPlan
 from tests.harness.dynamo_checkout import PROBE, build_checkout

@@ -19,7 +19,7 @@ from harness.oracles.reference import (
     sglang_frame_indices,
     sglang_resized,
 )
-from harness.requests.media import build_media
+from harness.payloads.media import build_media
 
 pytestmark = pytest.mark.skipif(
     not sglang_python().exists(), reason="no SGLang venv (scripts/bootstrap.sh builds it)"

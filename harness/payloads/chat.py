@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.payloads.media import AssetServer, MediaSet, data_url
 from harness.profiles import MediaKind, RequestSpec
-from harness.requests.media import AssetServer, MediaSet, data_url
 
 PART_TYPE = {
     "image_url": "image_url",
