@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Protocol
 import psutil
 import requests
 
-from harness.core.registered import Registered
+from harness.core.registered import Registered, import_submodules
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, import_records
 from harness.topology.plan import LaunchPlan
@@ -143,11 +143,36 @@ class Observed(Protocol):
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
 
 
-class Phase:
-    """One step of readiness. Subclasses give `name`, `done` and `waiting_for`; a phase that
-    fails for another reason than the budget running out extends `failure`."""
+class Phase(Registered, root=True):
+    """One step of readiness, registered like the diagnoses: a subclass that sets `name` and
+    `order` (its place among the others) runs on every topology it `applies` to, with no list
+    to edit. Subclasses give `done` and `waiting_for`; a phase that fails for another reason than
+    the budget running out extends `failure`. `launched_only`: it reads this machine's processes
+    or files, so a deployed topology (target mode) skips it."""
 
-    name: ClassVar[str]
+    package = "harness.topology"
+    launched_only: ClassVar[bool] = False
+
+    @classmethod
+    def applies(cls, plan: LaunchPlan) -> bool:
+        return True
+
+    @classmethod
+    def made_for(cls, plan: LaunchPlan, warmups: Sequence[dict[str, Any]]) -> Phase:
+        """A fresh instance for one topology (phases keep per-topology state)."""
+        return cls()
+
+    @classmethod
+    def for_topology(
+        cls, plan: LaunchPlan, launched: bool, warmups: Sequence[dict[str, Any]] = ()
+    ) -> list[Phase]:
+        """The phases of one topology, in order: every registered phase that applies to it."""
+        import_submodules(cls.package)
+        return [
+            phase.made_for(plan, warmups)
+            for phase in sorted(cls.registered, key=lambda c: c.order)
+            if (launched or not phase.launched_only) and phase.applies(plan)
+        ]
 
     def done(self, topo: Observed, left_s: float) -> bool:
         raise NotImplementedError
@@ -285,7 +310,7 @@ class Registering(Phase):
 class WorkersHealthy(Registering):
     """Every worker role's system port answers /health 200."""
 
-    name = "workers_healthy"
+    name, order = "workers_healthy", 10
 
     def done(self, topo: Observed, left_s: float) -> bool:
         return all(topo.health_state(r.name) == "ready" for r in topo.plan.workers)
@@ -317,7 +342,7 @@ class ModelListed(Registering):
     """The frontend's /v1/models lists the served model (its /health is 200 with no workers).
     Every worker healthy for `listing_grace_s` and still not listed: it never registered."""
 
-    name = "model_listed"
+    name, order = "model_listed", 20
 
     def done(self, topo: Observed, left_s: float) -> bool:
         return topo.plan.served_model_name in topo.listed_models()
@@ -343,7 +368,7 @@ class RegisteredAsPlanned(Check):
     names, and every model card carries the served name (so a profile that misnames a role's
     component, or a worker serving another model beside the right ones, is named here)."""
 
-    name = "registered_as_planned"
+    name, order = "registered_as_planned", 40
     what = "the registration check"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
@@ -360,9 +385,13 @@ class WarmedUp(Phase):
     `REPEATS_TO_FAIL` times in a row is a real fault (e.g. a 500 for an unsupported media path).
     A request waits at most what is left of the budget."""
 
-    name = "warmed_up"
+    name, order = "warmed_up", 50
     RETRYABLE = (404, 503)
     REPEATS_TO_FAIL = 3
+
+    @classmethod
+    def made_for(cls, plan: LaunchPlan, warmups: Sequence[dict[str, Any]]) -> Phase:
+        return cls(warmups)
 
     def __init__(self, bodies: Sequence[dict[str, Any]]) -> None:
         self.pending = list(bodies)
@@ -414,7 +443,12 @@ class LauncherQuiet(Phase):
     """A checkout's launcher has stopped sending requests of its own: every worker's request
     counter has held still for QUIET_S since the harness's warm-ups were answered."""
 
-    name = "launcher_quiet"
+    name, order = "launcher_quiet", 60
+    launched_only = True
+
+    @classmethod
+    def applies(cls, plan: LaunchPlan) -> bool:
+        return plan.launcher == CHECKOUT_LAUNCHER
 
     def __init__(self) -> None:
         self.counts: dict[str, float | None] | None = None
@@ -433,8 +467,13 @@ class LauncherQuiet(Phase):
 class LoopbackOnly(Check):
     """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
 
-    name = "loopback_only"
+    name, order = "loopback_only", 70
     what = "the loopback check"
+    launched_only = True
+
+    @classmethod
+    def applies(cls, plan: LaunchPlan) -> bool:
+        return plan.loopback_only
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         procs = {p.pid: p for p in topo.processes()}
@@ -461,8 +500,13 @@ class RanDynamoSource(Check):
     packages the checkout lacks come from the installed wheel. Checked once the model is listed,
     when every role has long imported its engine package."""
 
-    name = "ran_dynamo_src"
+    name, order = "ran_dynamo_src", 30
     what = "the roles' import records"
+    launched_only = True
+
+    @classmethod
+    def applies(cls, plan: LaunchPlan) -> bool:
+        return plan.dynamo_src is not None
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
         source = topo.plan.dynamo_src
@@ -517,23 +561,6 @@ def media_kinds(body: dict[str, Any]) -> list[str]:
         for m in body.get("messages", [])
         for p in m.get("content", [])
         if isinstance(p, dict) and p.get("type") != "text"
-    ]
-
-
-def default_phases(
-    warmups: Sequence[dict[str, Any]],
-    dynamo_src: bool = False,
-    loopback_only: bool = True,
-    checkout_launcher: bool = False,
-) -> list[Phase]:
-    return [
-        WorkersHealthy(),
-        ModelListed(),
-        *([RanDynamoSource()] if dynamo_src else []),
-        RegisteredAsPlanned(),
-        WarmedUp(warmups),
-        *([LauncherQuiet()] if checkout_launcher else []),
-        *([LoopbackOnly()] if loopback_only else []),
     ]
 
 

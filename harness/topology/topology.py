@@ -55,7 +55,7 @@ from harness.machine.gpu_leases import take_gpus
 from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.plan import (
     SCRATCH_SUBDIRS,
     LaunchPlan,
@@ -74,15 +74,7 @@ from harness.topology.processes import (
     spawn_in_session,
     term_raises_interrupt,
 )
-from harness.topology.readiness import (
-    LogDiagnosis,
-    ModelListed,
-    Phase,
-    RegisteredAsPlanned,
-    WarmedUp,
-    WorkersHealthy,
-    default_phases,
-)
+from harness.topology.readiness import LogDiagnosis, Phase
 from harness.topology.roles import (
     HealthSample,
     HealthTimeline,
@@ -603,7 +595,7 @@ def attach(
 ) -> Topology[Deployed]:
     """A deployed topology not yet entered: `with attach(...) as topo:` waits until it is
     ready (no spawn); leaving stops nothing."""
-    phases = [WorkersHealthy(), ModelListed(), RegisteredAsPlanned(), WarmedUp(warmups)]
+    phases = Phase.for_topology(plan, launched=False, warmups=warmups)
     return Topology(plan, phases, Deployed(), api_key)
 
 
@@ -656,10 +648,5 @@ def launch(
     except BaseException:
         release()
         raise
-    phases = default_phases(
-        warmups,
-        plan.dynamo_src is not None,
-        plan.loopback_only,
-        checkout_launcher=plan.launcher == CHECKOUT_LAUNCHER,
-    )
+    phases = Phase.for_topology(plan, launched=True, warmups=warmups)
     return Topology(plan, phases, Launched(plan, on_release=release))

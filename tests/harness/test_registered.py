@@ -1,6 +1,6 @@
-"""Adding an oracle or a diagnosis is one new file: a module dropped into the package's folder
-registers its classes without being listed anywhere, and `harness list` prints the new oracle
-where the judge runs it."""
+"""Adding an oracle, a diagnosis or a readiness phase is one new file: a module dropped into the
+package's folder registers its classes without being listed anywhere, and `harness list` prints
+the new oracle where the judge runs it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.registered import Registered, forget_imported
 from harness.oracles.registry import CaseOracle, Oracle, case_checks, case_oracles
 from harness.profiles import load_profile
-from harness.topology.readiness import LogDiagnosis
+from harness.topology.readiness import LogDiagnosis, Phase
+from harness.topology.topology import launch
 
 NEW_ORACLE = """
 from harness.oracles.checks import OracleResult
@@ -44,6 +45,15 @@ class Overheated(LogDiagnosis):
 
     def check(self, topo, roles):
         return None
+"""
+
+NEW_PHASE = """
+from harness.topology.readiness import Check
+
+
+class Cooled(Check):
+    name, order = "cooled", 45  # after registered_as_planned (40), before warmed_up (50)
+    what = "the cooling check"
 """
 
 
@@ -86,10 +96,36 @@ def test_a_new_diagnosis_file_runs_in_its_place(new_module: object) -> None:
     assert after == [*before[:2], "overheated", *before[2:]]
 
 
+def test_a_new_phase_file_runs_in_its_place_on_launched_and_deployed_topologies(
+    new_module: object,
+) -> None:
+    profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
+    topo = launch(profile, "cpu", profile.cases[0])  # planned and leased, nothing started
+    try:
+        before = [p.name for p in Phase.for_topology(topo.plan, launched=True)]
+        assert [p.name for p in topo.phases] == before
+        assert before == [
+            "workers_healthy",
+            "model_listed",
+            "registered_as_planned",
+            "warmed_up",
+            "loopback_only",
+        ]
+        deployed = [p.name for p in Phase.for_topology(topo.plan, launched=False)]
+        assert deployed == before[:-1]  # the loopback check reads this machine's sockets
+        new_module(harness.topology, "cooled_phase", NEW_PHASE, Phase)  # type: ignore[operator]
+        after = [p.name for p in Phase.for_topology(topo.plan, launched=True)]
+        assert after == [*before[:3], "cooled", *before[3:]]
+    finally:
+        topo.stop()
+
+
 def test_every_shipped_strategy_is_registered_once() -> None:
     for root in (Oracle, CaseOracle, LogDiagnosis):
         names = [s.name for s in root.every()]
         assert len(names) == len(set(names)), root
+    phases = [(p.order, p.name) for p in Phase.registered]  # made per topology, not every()
+    assert len(phases) == len({n for _, n in phases}) == len({o for o, _ in phases})
     assert [o.name for o in CaseOracle.every()] == ["cache hit", "embedding cache hit", "spread"]
     router = load_profile(
         REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
