@@ -12,14 +12,16 @@ Which cases run, in which order and on which shard: selection.py."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
+from requests import Response
 
 from harness.core.paths import sglang_python, sglang_venv_left_out
 from harness.core.verdict import TopologyFailure
@@ -28,10 +30,11 @@ from harness.machine.gpu_leases import GpuUnavailable, shortfall
 from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import plan_memory
 from harness.machine.port_registry import PortRegistry
-from harness.oracles.answer import CaseRun, CaseScope
+from harness.oracles.answer import CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import TOP_LOGPROBS
+from harness.oracles.registry import applicable, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
@@ -168,15 +171,16 @@ def run_case(
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             hits.append(request_hit(resp.json().get("usage"), before, after))
+        image_tokens = settled_image_tokens(topo, images_before)
         answer = judge.answer(
             request,
             body,
             resp,
             ran=ran,
             path=path,
-            send=topo.post_chat,
+            sent=declared_requests(judge.scope(request), urls, topo),
             tap_dir=tap_dir(topo),
-            image_tokens=settled_image_tokens(topo, images_before),
+            image_tokens=image_tokens,
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
@@ -193,11 +197,42 @@ def run_case(
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
         if judge.unnumbered:
             record.unnumbered.append(judge.unnumbered)
-    run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), topo, case_start, hits)
+    run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), case_start, hits)
     if sc.case.embedding_cache_hit:
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
+    run.statuses, run.end_counts = declared_at_once(run.scope, topo)
     record.checks += judge.judge_case(run)
     return record.checks
+
+
+def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str, Response]:
+    """The requests the answer's oracles need answered to judge it (Oracle.sends), sent one
+    after another on the same launch, by the name each oracle gave."""
+    bodies: dict[str, dict[str, Any]] = {}
+    for oracle in applicable(scope):
+        bodies.update(oracle.sends(scope, urls))
+    return {name: served.post_chat(body) for name, body in bodies.items()}
+
+
+def declared_at_once(scope: CaseScope, served: Served) -> tuple[list[int], dict[str, float | None]]:
+    """The requests the case's oracles send together (CaseOracle.sends_at_once: a router's
+    spread), sent at once; their statuses and the workers' request counters after them."""
+    bodies = [body for oracle in applicable_to_case(scope) for body in oracle.sends_at_once(scope)]
+    if not bodies:
+        return [], {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+        answers = list(pool.map(lambda body: served.post_chat(body, check_roles=False), bodies))
+    return [a.status_code for a in answers], served.request_counts()
+
+
+class Served(Protocol):
+    """The launch the case loop sends an oracle's declared requests on (topology.Topology)."""
+
+    def post_chat(
+        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> Response: ...
+
+    def request_counts(self) -> dict[str, float | None]: ...
 
 
 def tap_dir(topo: Topology[Any]) -> Path | None:

@@ -5,11 +5,11 @@ case: its requests' cache hits, the counters at its start, and the launch that s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -92,8 +92,9 @@ class Answer:
     signature: str
     ran: Mapping[str, int] = field(default_factory=dict)  # prompt tokens per engine role
     path: OracleResult | None = None  # the path check of this request, settled
-    send: Callable[[dict[str, Any]], requests.Response] | None = None  # on the same launch
-    twin_status: int | None = None  # the HTTP status of the last twin a relation sent
+    # the answers to the requests the oracles declared (Oracle.sends), sent on the same launch
+    # by the case loop before judging, by the name each oracle gave
+    sent: Mapping[str, requests.Response] = field(default_factory=dict)
     logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
     # where the encode worker's vision model's rows were tapped (CPU tier; None: not seen)
     tap_dir: Path | None = None
@@ -176,24 +177,16 @@ class CaseScope:
         return (self.case.gpu if self.tier == "gpu" else self.case.cpu).status == status
 
 
-class Served(Protocol):
-    """The launch a case ran on, as a case oracle may use it (topology.Topology)."""
-
-    def post_chat(
-        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
-    ) -> requests.Response: ...
-
-    def request_counts(self) -> dict[str, float | None]: ...
-
-
 @dataclass
 class CaseRun:
     """A case's requests, all answered, as the case oracles see them."""
 
     scope: CaseScope
-    served: Served
     start_counts: dict[str, float | None]  # each worker's request counter before the case
     hits: list[RequestHit | None] = field(default_factory=list)  # the case request's repeats
-    statuses: list[int] = field(default_factory=list)  # of the requests an oracle sent itself
+    # the requests the case oracles declared (CaseOracle.sends_at_once), sent by the case loop
+    # once the case's own were answered: their statuses and the counters after them
+    statuses: list[int] = field(default_factory=list)
+    end_counts: dict[str, float | None] = field(default_factory=dict)
     # how far each worker's embedding-cache hit counter moved over the case (None: no /metrics)
     embedding_hits: dict[str, float | None] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.payloads.chat import MediaURLs, request_body
@@ -41,6 +41,8 @@ class OracleResult:
     passed: bool
     detail: str
     vouches: bool = True
+    # what it measured, for the results (e.g. {"logprob_gap": 2.9e-05}); the judge carries it
+    figures: dict[str, float] = field(default_factory=dict)
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -174,9 +176,9 @@ def check_chat_structure(status: int, body: object) -> OracleResult:
             problems.append("choices[0].finish_reason missing")
     usage = body.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    for field in ("prompt_tokens", "completion_tokens"):
-        if not _is_count(usage.get(field)):
-            problems.append(f"usage.{field} is {usage.get(field)!r}, expected an int > 0")
+    for name in ("prompt_tokens", "completion_tokens"):
+        if not _is_count(usage.get(name)):
+            problems.append(f"usage.{name} is {usage.get(name)!r}, expected an int > 0")
     if problems:
         return OracleResult(False, "; ".join(problems))
     return OracleResult(

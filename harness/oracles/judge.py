@@ -15,6 +15,7 @@ from harness.oracles.registry import (
     FLOW_NUMBERS,
     Oracle,
     OtherMedia,
+    answer_text,
     applicable,
     applicable_to_case,
     media_blind_why,
@@ -44,7 +45,7 @@ class CaseJudge:
         return Scope(request, self.tier, self.profile, self.settings)
 
     def answer(self, request: RequestSpec, body: dict, resp: object, **seen: object) -> Answer:
-        """The answer to `request` as the oracles see it (`seen`: ran, path, send)."""
+        """The answer to `request` as the oracles see it (`seen`: ran, path, sent, …)."""
         return Answer(
             self.scope(request),
             body,
@@ -62,13 +63,12 @@ class CaseJudge:
         its content, its numbers), naming every other one that failed too."""
         lines = []
         failed: list[tuple[Oracle, TopologyFailure]] = []
-        if self.tier == "cpu" and answer.scope.expect_status == answer.resp.status_code == 200:
-            self.baselines.record(
-                answer.scope.key(), self.signature, answer.content, answer.scope.through_encoder
-            )
+        self.record_baselines(answer)
         numeric: list[tuple[bool, str]] = []  # each numeric oracle: (vouched, its line)
         for oracle in applicable(answer.scope):
             result = oracle.check(answer)
+            if "logprob_gap" in result.figures:
+                answer.logprob_gap = result.figures["logprob_gap"]
             try:
                 lines.append(self.held(answer, oracle, result))
             except TopologyFailure as failure:
@@ -84,6 +84,19 @@ class CaseJudge:
         if failed:
             raise self.verdict(answer, failed)
         return lines
+
+    def record_baselines(self, answer: Answer) -> None:
+        """CPU: this answer, and the other media's where it was sent, for the comparisons later
+        launches of this session make (`same_as`, the media-blind diagnosis)."""
+        if self.tier != "cpu":
+            return
+        encoded = answer.scope.through_encoder
+        if answer.scope.expect_status == answer.resp.status_code == 200:
+            self.baselines.record(answer.scope.key(), self.signature, answer.content, encoded)
+        twin = answer.sent.get(OtherMedia.relation)
+        if twin is not None and twin.status_code == 200:
+            key = answer.scope.key(twin=True)
+            self.baselines.record(key, self.signature, answer_text(twin), encoded)
 
     def verdict(
         self, answer: Answer, failed: list[tuple[Oracle, TopologyFailure]]
@@ -147,17 +160,18 @@ class CaseJudge:
         twice, say) shows as "the encode worker's answers do not depend on the image while the
         aggregated path's do", not as a bare wrong_answer."""
         twin = OtherMedia()
+        sent = answer.sent.get(OtherMedia.relation)
         if (
             self.tier != "cpu"
             or failure.cause != Cause.WRONG_ANSWER
             or isinstance(oracle, OtherMedia)
             or not answer.scope.through_encoder
             or not twin.applies(answer.scope)
-            or answer.send is None
+            or sent is None
+            or sent.status_code != 200
         ):
             return failure
-        result = twin.check(answer)
-        if result.passed or answer.twin_status != 200 or not media_blind_why(answer):
+        if twin.check(answer).passed or not media_blind_why(answer):
             return failure
         why = media_blind_why(answer).removeprefix("; ")
         return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)

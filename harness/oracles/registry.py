@@ -13,9 +13,8 @@ declared upstream defect says must fail is listed as such and does not vouch for
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import requests
 
@@ -24,6 +23,7 @@ from harness.core.verdict import Cause
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope, content_of
 from harness.oracles.checks import (
     KeywordOracle,
+    MediaRelation,
     OracleResult,
     check_chat_structure,
     check_prompt_tokens,
@@ -43,6 +43,7 @@ from harness.oracles.reference import (
     role_prompt_check,
 )
 from harness.oracles.serving import check_cache_hits, check_spread
+from harness.payloads.chat import MediaURLs
 from harness.profiles import CaseSpec, KnownDefect, Profile, RequestSpec, Tier
 from harness.topology.roles import EMBEDDING_HITS_TOTAL, IMAGE_TOKENS
 
@@ -70,6 +71,11 @@ class Oracle(Registered, root=True):
     def label(self, scope: Scope) -> str:
         return self.name
 
+    def sends(self, scope: Scope, urls: MediaURLs) -> dict[str, dict[str, Any]]:
+        """Requests it needs answered on the same launch to judge an answer, by name: the case
+        loop sends them before judging and the answer carries their responses (`sent`)."""
+        return {}
+
     def check(self, answer: Answer) -> OracleResult:
         raise NotImplementedError
 
@@ -89,6 +95,11 @@ class CaseOracle(Registered, root=True):
 
     def label(self, scope: CaseScope) -> str:
         return self.name
+
+    def sends_at_once(self, scope: CaseScope) -> list[dict[str, Any]]:
+        """Requests the case loop sends at once after the case's own (their statuses and the
+        counters after them are on the run it judges)."""
+        return []
 
     def check(self, run: CaseRun) -> OracleResult:
         raise NotImplementedError
@@ -328,8 +339,9 @@ class LogProbs(Answered):
                 False, f"the answer carries no logprobs (asked for top_logprobs={TOP_LOGPROBS})"
             )
         verdict = compare_logprobs(engine, reference.steps, LOGPROB_TOLERANCE)
-        answer.logprob_gap = verdict.gap
-        return OracleResult(verdict.result.passed, f"log-probabilities: {verdict.result.detail}")
+        detail = f"log-probabilities: {verdict.result.detail}"
+        figures = {} if verdict.gap is None else {"logprob_gap": verdict.gap}
+        return OracleResult(verdict.result.passed, detail, figures=figures)
 
 
 class EncoderOutput(Answered):
@@ -508,27 +520,28 @@ class Relation(Answered):
         kinds = relation_kinds(scope.request, scope.tier)
         return super().applies(scope) and scope.settings.relations and self.relation in kinds
 
-    def check(self, answer: Answer) -> OracleResult:
-        twin = next(
-            r
-            for r in relations(answer.request, answer.urls, answer.scope.tier)
-            if r.name == self.relation
+    def twin(self, scope: Scope, urls: MediaURLs) -> MediaRelation:
+        return next(
+            r for r in relations(scope.request, urls, scope.tier) if r.name == self.relation
         )
-        assert answer.send is not None, "relations need the launch to send to"
-        resp = answer.send(twin.body)
-        derived = answer_text(resp)
-        result = judge_relation(twin, answer.content, resp.status_code, derived)
-        if resp.status_code == 200 and twin.same is False and answer.scope.tier == "cpu":
-            answer.baselines.record(
-                answer.scope.key(twin=True), answer.signature, derived, answer.scope.through_encoder
-            )
-            if not result.passed:
-                result = OracleResult(False, result.detail + media_blind_why(answer))
-        answer.twin_status = resp.status_code
+
+    def sends(self, scope: Scope, urls: MediaURLs) -> dict[str, dict[str, Any]]:
+        return {self.relation: self.twin(scope, urls).body}
+
+    def check(self, answer: Answer) -> OracleResult:
+        resp = answer.sent.get(self.relation)
+        if resp is None:
+            return OracleResult(False, f"the {self.relation} twin was not sent")
+        twin = self.twin(answer.scope, answer.urls)
+        result = judge_relation(twin, answer.content, resp.status_code, answer_text(resp))
+        blind = resp.status_code == 200 and twin.same is False and answer.scope.tier == "cpu"
+        if blind and not result.passed:
+            result = OracleResult(False, result.detail + media_blind_why(answer))
         return result
 
     def failure_cause(self, answer: Answer) -> Cause:
-        return Cause.HTTP_ERROR if answer.twin_status not in (None, 200) else self.cause
+        resp = answer.sent.get(self.relation)
+        return Cause.HTTP_ERROR if resp is not None and resp.status_code != 200 else self.cause
 
 
 class OtherMedia(Relation):
@@ -652,8 +665,8 @@ class Spread(CaseOracle):
     def label(self, scope: CaseScope) -> str:
         return f"spread over the replicas {scope.profile.replicas}"
 
-    def check(self, run: CaseRun) -> OracleResult:
-        bodies = [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
+    def sends_at_once(self, scope: CaseScope) -> list[dict[str, Any]]:
+        return [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
             {
                 "messages": [{"role": "user", "content": f"Count to {n} in words."}],
                 "max_tokens": 32,
@@ -661,15 +674,12 @@ class Spread(CaseOracle):
             }
             for n in range(3, 3 + SPREAD_REQUESTS)
         ]
-        served = run.served
-        with concurrent.futures.ThreadPoolExecutor(max_workers=SPREAD_REQUESTS) as pool:
-            answers = list(pool.map(lambda body: served.post_chat(body, check_roles=False), bodies))
-        run.statuses = [a.status_code for a in answers]
+
+    def check(self, run: CaseRun) -> OracleResult:
         failed = [status for status in run.statuses if status != 200]
         if failed:
             return OracleResult(False, f"concurrent requests answered {failed}")
-        now = run.served.request_counts()
-        return check_spread(run.start_counts, now, run.scope.profile.replicas)
+        return check_spread(run.start_counts, run.end_counts, run.scope.profile.replicas)
 
     def failure_cause(self, run: CaseRun) -> Cause:
         ok = all(status == 200 for status in run.statuses)

@@ -74,7 +74,7 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
                     checked += 1
                 ran.clear()
                 scope = CaseScope(case, tier, profile)  # type: ignore[arg-type]
-                judge.judge_case(CaseRun(scope, None, {}))  # type: ignore[arg-type]
+                judge.judge_case(CaseRun(scope, {}))
                 assert ran == list(case_checks(case, tier, profile)), profile.test_id(case)  # type: ignore[arg-type]
                 together.update(ran)
     assert checked > 60  # every request of every shipped case, both tiers

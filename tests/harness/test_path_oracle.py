@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import settled_path
+from harness.cases.case import declared_at_once, settled_path
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import applicable_to_case
+from harness.oracles.registry import SPREAD_REQUESTS, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
@@ -128,8 +128,11 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     assert [o.name for o in applicable_to_case(scope)] == ["cache hit", "spread"]
     hits = [RequestHit(100, 0, "usage"), RequestHit(100, 100, "usage")]  # the cache check holds
     judge = CaseJudge(profile, "cpu", "/nowhere", None, BaselineStore(), "s")  # type: ignore[arg-type]
+    run = CaseRun(scope, topo.request_counts(), hits)  # type: ignore[arg-type]
+    run.statuses, run.end_counts = declared_at_once(scope, topo)  # type: ignore[arg-type]
+    assert run.statuses == [200] * SPREAD_REQUESTS
     with pytest.raises(TopologyFailure) as failure:
-        judge.judge_case(CaseRun(scope, topo, topo.request_counts(), hits))  # type: ignore[arg-type]
+        judge.judge_case(run)
     assert failure.value.cause == Cause.WRONG_PATH
     assert failure.value.message.startswith(
         "the router sent every request of the case to one worker: worker1 +4, worker2 +0"

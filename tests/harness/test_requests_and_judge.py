@@ -276,8 +276,8 @@ def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
     scope = CaseScope(case, "cpu", profile)
     oracle = EmbeddingCacheHit()
     assert oracle.applies(scope) and oracle.cause == Cause.CACHE_MISS
-    hit = CaseRun(scope, None, {}, embedding_hits={"encode": 1.0, "pd": 0.0})  # type: ignore[arg-type]
+    hit = CaseRun(scope, {}, embedding_hits={"encode": 1.0, "pd": 0.0})  # type: ignore[arg-type]
     assert oracle.check(hit).passed
-    missed = CaseRun(scope, None, {}, embedding_hits={"encode": 0.0, "pd": None})  # type: ignore[arg-type]
+    missed = CaseRun(scope, {}, embedding_hits={"encode": 0.0, "pd": None})  # type: ignore[arg-type]
     result = oracle.check(missed)
     assert not result.passed and "no worker" in result.detail
