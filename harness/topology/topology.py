@@ -28,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -599,12 +600,16 @@ def attach(
     return Topology(plan, phases, Deployed(), api_key)
 
 
-SESSION_ID = os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
+@functools.cache
+def session_id() -> str:
+    """This process's session: $HARNESS_SESSION_ID where a caller names it, else a new one
+    (the same for every topology this process launches)."""
+    return os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
 
 
 def new_run_dir(profile: Profile, tier: Tier) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = runs_dir() / SESSION_ID / f"{profile.name}-{tier}-{stamp}-{uuid.uuid4().hex[:4]}"
+    path = runs_dir() / session_id() / f"{profile.name}-{tier}-{stamp}-{uuid.uuid4().hex[:4]}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -642,7 +647,7 @@ def launch(
             scratch_dir=Path(tempfile.gettempdir()) / f"harness-{topology_id[:12]}",
             model=model_for(profile, tier),
             topology_id=topology_id,
-            marker_env=marker_env(topology_id, SESSION_ID, os.getpid()),
+            marker_env=marker_env(topology_id, session_id(), os.getpid()),
             base_env=base_env,
         )
     except BaseException:
