@@ -87,6 +87,7 @@ class Bisection:
     signature: dict[str, Failure] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     good: int = -1  # index of the last commit known good (-1: --good itself)
+    running: str | None = None  # the commit of the step in progress, for an interrupt
     bad: int = 0  # index of the first commit known bad
     skipped: set[int] = field(default_factory=set)
 
@@ -215,6 +216,7 @@ def bisect(history: Bisection, run_step: StepRun, ids: list[str]) -> int:
     """Run --bad, then bisect what fails there; the exit status (0: found, 1: not)."""
     bad = history.commits[-1]
     say(f"harness bisect: step 1, --bad {bad.short} ({bad.subject}): {', '.join(ids)}")
+    history.running = f"--bad {bad.short} {bad.subject}"
     step = run_step(1, bad, ids)
     history.signature = {i: failure_of(r) for i, r in step.rows.items() if failed(r)}
     history.ids = sorted(history.signature) or ids
@@ -234,6 +236,7 @@ def bisect(history: Bisection, run_step: StepRun, ids: list[str]) -> int:
         number = len(history.steps) + 1
         left = history.bad - history.good - 1
         say(f"harness bisect: step {number}, {commit.short} ({commit.subject}); {left} left")
+        history.running = f"{commit.short} {commit.subject}"
         step = run_step(number, commit, history.ids)
         step.verdict, why = judge(step.rows, history.signature)
         step.why = f"{why}; {step.why}" if step.why else why
@@ -242,15 +245,28 @@ def bisect(history: Bisection, run_step: StepRun, ids: list[str]) -> int:
     return 0
 
 
-def render(history: Bisection, checkout: Path, good: str, bad: str, total_s: float) -> str:
+def render(
+    history: Bisection,
+    checkout: Path,
+    good: str,
+    bad: str,
+    total_s: float,
+    interrupted: str | None = None,
+) -> str:
+    """The result in markdown; `interrupted`: where a Ctrl-C stopped it."""
     ids = history.ids
     head = [
         f"### Bisect: {checkout.name} {good}..{bad} ({len(history.commits)} commit(s), "
         f"{len(history.steps)} step(s), {total_s:.0f} s)",
         "",
     ]
+    if interrupted is not None:
+        head += [f"**Interrupted** at {interrupted}.", ""]
     if not history.signature:
-        head.append(f"Nothing fails at --bad on this tier ({', '.join(ids)}): nothing to bisect.")
+        if interrupted is None:
+            head.append(
+                f"Nothing fails at --bad on this tier ({', '.join(ids)}): nothing to bisect."
+            )
     else:
         failures = "; ".join(
             f"{i}: {cause} ({role or 'no role'})" for i, (cause, role) in history.signature.items()
@@ -263,7 +279,8 @@ def render(history: Bisection, checkout: Path, good: str, bad: str, total_s: flo
             head.append(f"**First bad commit: {first.short} {first.subject}** (changed: {files})")
         else:
             suspects = ", ".join(f"{c.short} {c.subject}" for c in history.suspects())
-            head.append(f"**Not found**: skipped commits leave it one of: {suspects}")
+            what = "so far" if interrupted else "**Not found**: skipped commits leave"
+            head.append(f"{what} it is one of: {suspects}")
     table = [
         "",
         "| step | commit | subject | verdict | " + " | ".join(ids) + " | why | time | logs |",
@@ -327,15 +344,17 @@ def run(args: argparse.Namespace) -> int:
     root = results_root(args, "bisect")
     extra = [] if args.profiles == DEFAULT_PROFILES else ["--profiles", str(args.profiles)]
     history = Bisection(commits)
+    history.ids = ids
     started = time.monotonic()
-    code = 130
+    code, interrupted = 130, None
     try:
         code = bisect(history, Runner(checkout, root, extra), ids)
     except KeyboardInterrupt:
-        step = len(history.steps) + 1
-        say(f"harness bisect: interrupted at step {step}; the steps before it follow")
+        interrupted = f"step {len(history.steps) + 1}, {history.running or 'between steps'}"
+        say(f"harness bisect: interrupted at {interrupted}; the steps before it follow")
     finally:
-        text = render(history, checkout, args.good, args.bad, time.monotonic() - started)
+        took = time.monotonic() - started
+        text = render(history, checkout, args.good, args.bad, took, interrupted)
         root.mkdir(parents=True, exist_ok=True)
         (root / "bisect.md").write_text(text + "\n")
         print(text)
