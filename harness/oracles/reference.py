@@ -43,8 +43,9 @@ with it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -95,12 +96,11 @@ def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
     return np.linspace(0, total - 1, num).round().astype(int).tolist()
 
 
-def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
-    """Decode and sample as vLLM 0.31's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
+@contextlib.contextmanager
+def opened_video(data: bytes) -> Iterator[Any]:
+    """OpenCV's capture of in-memory video bytes (its stream-buffered backend), released after."""
     import cv2
     import cv2.videoio_registry as registry
-    import numpy as np
-    from transformers.video_utils import VideoMetadata
 
     api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
     stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
@@ -108,6 +108,18 @@ def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
     if not cap.isOpened():
         raise ValueError("could not open video stream")
     try:
+        yield cap
+    finally:
+        cap.release()
+
+
+def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
+    """Decode and sample as vLLM 0.31's `Qwen3VLVideoBackend` with the OpenCV decoder does."""
+    import cv2
+    import numpy as np
+    from transformers.video_utils import VideoMetadata
+
+    with opened_video(data) as cap:
         total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
         # vLLM trusts an end-of-stream seek over the header when an mp4 edit list hides frames.
         if total > 0 and cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):
@@ -127,8 +139,6 @@ def decode_video_like_vllm(data: bytes) -> tuple[np.ndarray, VideoMetadata]:
                 if ok:
                     frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
                     indices.append(idx)
-    finally:
-        cap.release()
     metadata = VideoMetadata(
         total_num_frames=total, fps=fps, duration=total / fps, frames_indices=indices
     )
@@ -188,18 +198,12 @@ def decode_video_like_sglang(data: bytes) -> tuple[Any, VideoMetadata]:
     """Decode (OpenCV, every frame) and sample, then resize (torchvision, bilinear) as SGLang
     0.5.21's Qwen-VL processor does before the HF processor sees the frames (TCHW uint8)."""
     import cv2
-    import cv2.videoio_registry as registry
     import numpy as np
     import torch
     from torchvision.transforms.functional import InterpolationMode, resize
     from transformers.video_utils import VideoMetadata
 
-    api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
-    stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
-    cap = cv2.VideoCapture(stream, api, [])
-    if not cap.isOpened():
-        raise ValueError("could not open video stream")
-    try:
+    with opened_video(data) as cap:
         fps = cap.get(cv2.CAP_PROP_FPS) or UNKNOWN_FPS
         decoded = []
         while True:
@@ -207,8 +211,6 @@ def decode_video_like_sglang(data: bytes) -> tuple[Any, VideoMetadata]:
             if not ok:
                 break
             decoded.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
-    finally:
-        cap.release()
     total = len(decoded)
     indices = sglang_frame_indices(total, fps)
     video = torch.from_numpy(np.stack([decoded[i] for i in indices])).permute(0, 3, 1, 2)
