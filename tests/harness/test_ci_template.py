@@ -18,11 +18,11 @@ from harness.core.paths import REPO_ROOT
 
 TEMPLATE = REPO_ROOT / "docs" / "ci" / "gpu-serve-shards.yml"
 # two units of one launch each (LLaVA's agg and E/P/D are judged on their own): a case per shard
-# Two launches through the main command as CI runs it: a vLLM E/P/D and an SGLang aggregated one
-# (CI runs no full serve suite: .ci/run), plus a case the CPU tier skips (its row is merged too).
+# Two launches through the main command as CI runs it: a vLLM and an SGLang aggregated one (CI
+# runs no full serve suite: .ci/run), plus a case the CPU tier skips (its row is merged too).
 SELECTION = [
     "--ids",
-    "mm_epd_llava-1.5-7b,mm_sglang_agg_qwen3-vl-2b,mm_xpu_epd_qwen3-vl-2b",
+    "mm_agg_llava-1.5-7b,mm_sglang_agg_qwen3-vl-2b,mm_xpu_epd_qwen3-vl-2b",
     "--tier",
     "cpu",
 ]
@@ -96,7 +96,7 @@ def test_both_shards_then_the_merge_give_the_unsharded_set(tmp_path: Path) -> No
     assert sorted(unsharded) == sorted(SELECTION[1].split(","))
     outcomes = {r["test_id"]: r["outcome"] for r in merged}
     assert outcomes == {
-        "mm_epd_llava-1.5-7b": "passed",
+        "mm_agg_llava-1.5-7b": "passed",
         "mm_sglang_agg_qwen3-vl-2b": "passed",
         "mm_xpu_epd_qwen3-vl-2b": "skipped",
     }

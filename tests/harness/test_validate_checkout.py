@@ -20,6 +20,7 @@ from tests.harness.dynamo_checkout import (
     epd_launcher,
     write_launcher,
 )
+from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_affected import ids_run_on, listed_as_run_on, selected_by_validate
 from tests.harness.upstream_shapes import vllm_e_pd
 
@@ -86,7 +87,10 @@ def test_affected_and_validate_checkout_select_the_same_ids(
     # one id per launcher (a second id would repeat the launch): the E/P/D launcher in upstream's
     # dyn_port contract, and upstream's E/PD launcher, whose encode worker has no health source
     # as it ships. The role_vars contract runs unmodified in test_upstream_shapes.py.
-    [("dyn_port", SRC_IDS[:1]), ("e_pd", ["mm_e_pd_qwen3-vl-2b"])],
+    [
+        pytest.param("dyn_port", SRC_IDS[:1], marks=EXHAUSTIVE),  # its contract: upstream_shapes
+        ("e_pd", ["mm_e_pd_qwen3-vl-2b"]),
+    ],
     ids=["dyn_port", "e_pd_as_upstream_ships_it"],
 )
 def test_the_seed_table_for_a_checkout(
