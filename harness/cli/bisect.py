@@ -58,7 +58,7 @@ class Step:
     """One commit judged: its rows (results of the bisected ids), verdict and why."""
 
     commit: Commit
-    rows: dict[str, dict[str, Any]]
+    rows: Rows
     verdict: str
     why: str
     wall_s: float
@@ -126,9 +126,9 @@ def failure_of(row: dict[str, Any]) -> Failure:
     return row.get("cause"), row.get("role")
 
 
-def judge(rows: dict[str, dict[str, Any]], signature: dict[str, Failure]) -> tuple[str, str]:
+def judge(rows: Rows, signature: dict[str, Failure]) -> tuple[str, str]:
     """bad: an id fails as it did at --bad; good: every id passed; else skip, saying why."""
-    same = [i for i, seen in signature.items() if i in rows and failed(rows[i])]
+    same = [i for i in signature if i in rows and failed(rows[i])]
     same = [i for i in same if failure_of(rows[i]) == signature[i]]
     if same:
         return BAD, f"{', '.join(same)} failed as at --bad"
