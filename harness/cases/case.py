@@ -40,7 +40,7 @@ from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.topology.plan import ENCODER_TAP_ENV, launch_signature
 from harness.topology.roles import (
-    ImageTokenTally,
+    FrontendTally,
     WorkerCounters,
     prompt_tokens_ran,
     requests_of,
@@ -160,7 +160,8 @@ def run_case(
         repeat_of_case = request is requests[0]
         body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
         before = topo.role_counters()
-        images_before = topo.image_tokens() if request.image_token_metrics else None
+        routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
+        frontend_before = topo.frontend_tally() if request.image_token_metrics or routed else None
         try:
             resp = topo.post_chat(body)
         except TopologyFailure as failure:
@@ -169,9 +170,10 @@ def run_case(
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         path, after = settled_path(topo, request, before, sc.profile.replicas)
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
+        frontend = settled_frontend(topo, frontend_before, request.image_token_metrics, routed)
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
-            hits.append(request_hit(resp.json().get("usage"), before, after))
-        image_tokens = settled_image_tokens(topo, images_before)
+            usage = resp.json().get("usage")
+            hits.append(request_hit(usage, before, after, frontend.router if frontend else None))
         answer = judge.answer(
             request,
             body,
@@ -180,7 +182,7 @@ def run_case(
             path=path,
             sent=declared_requests(judge.scope(request), urls, topo),
             tap_dir=tap_dir(topo),
-            image_tokens=image_tokens,
+            image_tokens=frontend.image if frontend and request.image_token_metrics else None,
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
@@ -252,20 +254,22 @@ def embedding_hits_of(
     }
 
 
-def settled_image_tokens(
-    topo: Topology[Any], before: ImageTokenTally | None
-) -> ImageTokenTally | None:
-    """How the frontend's image-token histogram moved over a request (it may record just after
-    answering), or None where it was not read."""
+def settled_frontend(
+    topo: Topology[Any], before: FrontendTally | None, images: bool, routed: bool
+) -> FrontendTally | None:
+    """How the frontend's histograms moved over a request (it may record just after answering:
+    waits until the image-token one moved where `images`, the router's where `routed`), or None
+    where they were not read."""
     if before is None:
         return None
     deadline = time.monotonic() + PATH_SETTLE_S
     while True:
-        after = topo.image_tokens()
+        after = topo.frontend_tally()
         if after is None:
             return None
-        moved = ImageTokenTally(after.requests - before.requests, after.tokens - before.tokens)
-        if moved.requests or time.monotonic() > deadline:
+        moved = after.since(before)
+        settled = (moved.image.requests or not images) and (moved.router.decisions or not routed)
+        if settled or time.monotonic() > deadline:
             return moved
         time.sleep(0.1)
 

@@ -22,6 +22,7 @@ class Cause(StrEnum):
     WRONG_ANSWER = "wrong_answer"
     WRONG_PATH = "wrong_path"
     CACHE_MISS = "cache_miss"  # a repeated request missed the prefix cache (oracles/serving.py)
+    ROUTER_MISS = "router_miss"  # the KV router saw no cached blocks for a cached repeat
     MODEL_NOT_CACHED = "model_not_cached"
     TEARDOWN_UNCLEAN = "teardown_unclean"
     EXPOSED_LISTENER = "exposed_listener"

@@ -42,7 +42,12 @@ from harness.oracles.reference import (
     load_processor,
     role_prompt_check,
 )
-from harness.oracles.serving import check_cache_hits, check_spread
+from harness.oracles.serving import (
+    blind_repeats,
+    check_cache_hits,
+    check_router_hits,
+    check_spread,
+)
 from harness.payloads.chat import MediaURLs
 from harness.profiles import CaseSpec, KnownDefect, Profile, RequestSpec, Tier
 from harness.topology.roles import EMBEDDING_HITS_TOTAL, IMAGE_TOKENS
@@ -618,6 +623,35 @@ class CacheHit(CaseOracle):
     def check(self, run: CaseRun) -> OracleResult:
         assert run.scope.case.cache_hit is not None
         return check_cache_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+
+
+class RouterHit(CaseOracle):
+    """Behind a KV router, the router itself saw the repeats' blocks cached (upstream's
+    `min_avg_kv_hit_rate`, the mean of the router's own hit-rate histogram over the repeats)."""
+
+    name = "router hit"
+    order = 8  # before the engine's cache hit: a blind router is the cause of the repeats' miss
+    cause = Cause.ROUTER_MISS
+
+    def applies(self, scope: CaseScope) -> bool:
+        routed = bool(scope.profile.replicas) and scope.case.cache_hit is not None
+        return routed and scope.expects(200)
+
+    def label(self, scope: CaseScope) -> str:
+        assert scope.case.cache_hit is not None
+        threshold = scope.case.cache_hit.min_avg_hit_rate
+        return f"the KV router saw the repeats cached (its own hit rate, mean >= {threshold})"
+
+    def check(self, run: CaseRun) -> OracleResult:
+        assert run.scope.case.cache_hit is not None
+        return check_router_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+
+    def failure_cause(self, run: CaseRun) -> Cause:
+        """router_miss where the engine hit a repeat the router saw uncached; else the engines
+        cached nothing where the repeats ran, which is the prefix cache's fault (cache_miss)."""
+        assert run.scope.case.cache_hit is not None
+        blind = blind_repeats(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+        return self.cause if blind else Cause.CACHE_MISS
 
 
 class EmbeddingCacheHit(CaseOracle):

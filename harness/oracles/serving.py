@@ -22,6 +22,10 @@ oracle classes that use them live in harness/oracles/registry.py.
   over the repeats must reach the threshold. A router that sends a repeat to the replica
   without the cache, or workers whose prefix cache is off, fail it with the request and its
   rate named. `with_filler` lengthens a prompt past whole KV blocks with upstream's own filler.
+- Router hits (`check_router_hits`): behind a KV router, the router's own hit rate for those
+  repeats (the frontend's `dynamo_component_router_kv_hit_rate` histogram over each request,
+  upstream's figure) reaches the same threshold: a repeat can land on the cached worker by a
+  tie-break while the router sees nothing cached.
 - The spread (`check_spread`): behind a router, every replica serves at least one of the case's
   requests."""
 
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 
 from harness.oracles.checks import OracleResult
 from harness.topology.plan import RolePlan
-from harness.topology.roles import WorkerCounters
+from harness.topology.roles import ROUTER_KV_HIT_RATE, RouterHitTally, WorkerCounters
 
 IMAGE_KINDS = ("image_url", "image_b64")
 
@@ -107,6 +111,8 @@ class RequestHit:
     prompt_tokens: int
     cached_tokens: int
     source: str  # "usage" or "worker counters"
+    # the KV router's own hit rate for it (its histogram's move; None: no routing recorded)
+    router_rate: float | None = None
 
     @property
     def rate(self) -> float:
@@ -117,11 +123,15 @@ def request_hit(
     usage: dict | None,
     before: dict[str, WorkerCounters | None],
     after: dict[str, WorkerCounters | None],
+    routed: RouterHitTally | None = None,
 ) -> RequestHit | None:
-    """The hit of one answered request: from its usage, else from the workers' counters."""
+    """The hit of one answered request: from its usage, else from the workers' counters; with
+    the router's own rate where its histogram moved over the request (`routed`)."""
+    router_rate = routed.rate_sum / routed.decisions if routed and routed.decisions else None
     details = (usage or {}).get("prompt_tokens_details") or {}
     if usage and usage.get("prompt_tokens") and "cached_tokens" in details:
-        return RequestHit(int(usage["prompt_tokens"]), int(details["cached_tokens"] or 0), "usage")
+        prompt, cached = int(usage["prompt_tokens"]), int(details["cached_tokens"] or 0)
+        return RequestHit(prompt, cached, "usage", router_rate)
     queries = hits = 0.0
     for role, end in after.items():
         start = before.get(role)
@@ -130,7 +140,7 @@ def request_hit(
             hits += end.prefix_hits - start.prefix_hits
     if queries <= 0:
         return None
-    return RequestHit(int(queries), int(hits), "worker counters")
+    return RequestHit(int(queries), int(hits), "worker counters", router_rate)
 
 
 def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> OracleResult:
@@ -150,7 +160,9 @@ def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> Oracl
     avg = sum(hit.rate for hit in known) / len(known)
     detail = ", ".join(
         f"request {n}: {hit.cached_tokens}/{hit.prompt_tokens} cached "
-        f"({hit.rate:.2f}, {hit.source})"
+        f"({hit.rate:.2f}, {hit.source}"
+        + (f"; router {hit.router_rate:.2f}" if hit.router_rate is not None else "")
+        + ")"
         for n, hit in enumerate(known, start=2)
     )
     if avg < min_avg:
@@ -163,6 +175,62 @@ def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> Oracl
     return OracleResult(
         True, f"repeats hit the prefix cache: mean {avg:.2f} >= {min_avg} ({detail})"
     )
+
+
+def check_router_hits(hits: Sequence[RequestHit | None], min_avg: float) -> OracleResult:
+    """The KV router itself saw the repeats' blocks cached: the mean of its own hit rate over the
+    repeats reaches `min_avg` (upstream's `min_avg_kv_hit_rate`, read from the same histogram).
+    The engine's cache hit says the repeat landed where its prompt was cached; this says the
+    router knew it, rather than landing there by a tie-break: a router whose block hashes
+    differ from the worker's events routes blind."""
+    repeats = hits[1:]
+    unrouted = [
+        n for n, hit in enumerate(repeats, start=2) if hit is None or hit.router_rate is None
+    ]
+    if unrouted:
+        return OracleResult(
+            False,
+            f"request {unrouted[0]} (a repeat): the router recorded no routing decision "
+            f"({ROUTER_KV_HIT_RATE}_count on the frontend's /metrics did not move)",
+        )
+    rates = [hit.router_rate for hit in repeats if hit is not None and hit.router_rate is not None]
+    if not rates:
+        return OracleResult(False, "no repeat of the request was answered")
+    avg = sum(rates) / len(rates)
+    detail = ", ".join(
+        f"request {n}: router {hit.router_rate:.2f}, engine {hit.rate:.2f}"
+        for n, hit in enumerate(repeats, start=2)
+        if hit is not None and hit.router_rate is not None
+    )
+    if avg >= min_avg:
+        return OracleResult(
+            True, f"the router saw the repeats cached: mean {avg:.2f} >= {min_avg} ({detail})"
+        )
+    blind = blind_repeats(hits, min_avg)
+    why = (
+        f": request {blind[0]} was served from the engine's prefix cache while the router saw "
+        "its blocks uncached, so the router's block hashes differ from the worker's KV events "
+        "(the frontend's token sequence for the request is not the engine's: an image counted "
+        "to a different number of tokens, a different block size)"
+        if blind
+        else ": the engines served none of the repeats from cache either (nothing was cached "
+        "where they ran: the workers' prefix cache, or their KV events)"
+    )
+    return OracleResult(
+        False,
+        f"the KV router's own hit rate over the repeats: mean {avg:.2f} < {min_avg}{why} "
+        f"({detail}; {ROUTER_KV_HIT_RATE})",
+    )
+
+
+def blind_repeats(hits: Sequence[RequestHit | None], min_avg: float) -> list[int]:
+    """The repeats (by request number) the engine served from cache while the router saw them
+    uncached: what only a blind router produces."""
+    return [
+        n
+        for n, hit in enumerate(hits[1:], start=2)
+        if hit is not None and hit.router_rate is not None and hit.rate >= min_avg > hit.router_rate
+    ]
 
 
 def check_spread(

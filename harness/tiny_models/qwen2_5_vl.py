@@ -9,7 +9,15 @@ from pathlib import Path
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
 
 from harness.tiny_models import save_random_checkpoint
-from harness.tiny_models.qwen2_vl import MERGE, PATCH, TEMPORAL, generation, media_ids, processor
+from harness.tiny_models.qwen2_vl import (
+    MERGE,
+    PATCH,
+    TEMPORAL,
+    generation,
+    media_ids,
+    processor,
+    write_pixel_bounds,
+)
 from harness.tiny_models.qwen2_vl import text_config as qwen2_vl_text
 from harness.tiny_models.qwen3_vl import INIT_STD
 
@@ -42,3 +50,4 @@ def build(out_dir: Path, seed: int) -> None:
     cfg = config(vocab_size=len(proc.tokenizer))
     model = Qwen2_5_VLForConditionalGeneration
     save_random_checkpoint(model, cfg, proc, generation(), out_dir, seed)
+    write_pixel_bounds(out_dir)

@@ -4,6 +4,7 @@ M-RoPE sections laid out in blocks (Qwen3-VL interleaves them)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,25 @@ def generation() -> GenerationConfig:
     )
 
 
+def write_pixel_bounds(out_dir: Path) -> None:
+    """Add the `min_pixels` / `max_pixels` keys the real repos' preprocessor_config.json carry
+    (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-3B-Instruct: 3136 / 12845056) beside the `size`
+    transformers 5 writes, with `size`'s values. Dynamo 1.6.1's frontend counts a Qwen2-VL
+    image's tokens for KV routing from these two keys only, defaulting to 256*28*28 ..
+    1280*28*28 where they are missing (llm_multimodal's `Qwen2VLProcessor::
+    from_preprocessor_config`): without them it counted 324 tokens for the 512x512 test image
+    against the engine's 16, so no routed block ever matched a cached one (overlap 0/7;
+    with them 4/5, docs/design-deviations.md)."""
+    path = out_dir / "preprocessor_config.json"
+    data = json.loads(path.read_text())
+    data["min_pixels"] = data["size"]["shortest_edge"]
+    data["max_pixels"] = data["size"]["longest_edge"]
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 def build(out_dir: Path, seed: int) -> None:
     """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
     proc = processor()
     cfg = config(vocab_size=len(proc.tokenizer))
     save_random_checkpoint(Qwen2VLForConditionalGeneration, cfg, proc, generation(), out_dir, seed)
+    write_pixel_bounds(out_dir)

@@ -336,6 +336,26 @@ def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters 
 # dynamo.frontend's own histogram of the image placeholder tokens it computed per image-bearing
 # request (ai-dynamo 1.6.1 dynamo/prometheus_names.py frontend_service), on its HTTP port.
 IMAGE_TOKENS = "dynamo_frontend_image_tokens_per_request"
+# The KV router's own hit rate per routed request (overlap blocks / the request's blocks), a
+# histogram on the frontend's /metrics labelled by worker; upstream's cached-tokens payload judges
+# its mean over the repeats (tests/utils/payloads.py, min_avg_kv_hit_rate).
+ROUTER_KV_HIT_RATE = "dynamo_component_router_kv_hit_rate"
+
+
+def histogram_totals(text: str, name: str) -> tuple[float, float]:
+    r"""A Prometheus histogram's `_count` and `_sum`, all label sets summed.
+
+    >>> histogram_totals('h_count{w="a"} 2\nh_sum{w="a"} 1.6\nh_count{w="b"} 1\n# HELP h x', "h")
+    (3.0, 1.6)
+    """
+    count = total = 0.0
+    for line in text.splitlines():
+        metric = line.split("{", 1)[0].split(" ", 1)[0]
+        if metric == f"{name}_count":
+            count += float(line.rsplit(" ", 1)[-1])
+        elif metric == f"{name}_sum":
+            total += float(line.rsplit(" ", 1)[-1])
+    return count, total
 
 
 @dataclass(frozen=True)
@@ -344,34 +364,53 @@ class ImageTokenTally:
     tokens: float  # its _sum: their image placeholder tokens
 
 
-def parse_image_tokens(text: str) -> ImageTokenTally:
-    r"""The frontend's image-token histogram, all label sets summed.
+@dataclass(frozen=True)
+class RouterHitTally:
+    decisions: float  # the router hit-rate histogram's _count: requests it routed
+    rate_sum: float  # its _sum: their hit rates added up
 
-    >>> parse_image_tokens('dynamo_frontend_image_tokens_per_request_count{model="m"} 2\n'
-    ...                    'dynamo_frontend_image_tokens_per_request_sum{model="m"} 32')
+
+@dataclass(frozen=True)
+class FrontendTally:
+    """The frontend's own histograms the oracles read."""
+
+    image: ImageTokenTally
+    router: RouterHitTally
+
+    def since(self, before: FrontendTally) -> FrontendTally:
+        """How far each figure moved from `before`."""
+        return FrontendTally(
+            ImageTokenTally(
+                self.image.requests - before.image.requests, self.image.tokens - before.image.tokens
+            ),
+            RouterHitTally(
+                self.router.decisions - before.router.decisions,
+                self.router.rate_sum - before.router.rate_sum,
+            ),
+        )
+
+
+def parse_frontend(text: str) -> FrontendTally:
+    r"""The frontend's image-token and router hit-rate histograms.
+
+    >>> parse_frontend('dynamo_frontend_image_tokens_per_request_count{model="m"} 2\n'
+    ...                'dynamo_frontend_image_tokens_per_request_sum{model="m"} 32').image
     ImageTokenTally(requests=2.0, tokens=32.0)
     """
-    count = total = 0.0
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in (f"{IMAGE_TOKENS}_count", f"{IMAGE_TOKENS}_sum"):
-            value = float(line.rsplit(" ", 1)[-1])
-            count, total = (
-                (count + value, total) if name.endswith("_count") else (count, total + value)
-            )
-    return ImageTokenTally(count, total)
+    return FrontendTally(
+        ImageTokenTally(*histogram_totals(text, IMAGE_TOKENS)),
+        RouterHitTally(*histogram_totals(text, ROUTER_KV_HIT_RATE)),
+    )
 
 
-def scrape_image_tokens(
-    url: str, session: requests.Session | None = None
-) -> ImageTokenTally | None:
-    """`parse_image_tokens` of the frontend's /metrics, or None if it does not answer."""
+def scrape_frontend(url: str, session: requests.Session | None = None) -> FrontendTally | None:
+    """`parse_frontend` of the frontend's /metrics, or None if it does not answer."""
     http = session or requests
     try:
         resp = http.get(url, timeout=SCRAPE_TIMEOUT_S)
     except requests.RequestException:
         return None
-    return parse_image_tokens(resp.text) if resp.ok else None
+    return parse_frontend(resp.text) if resp.ok else None
 
 
 def requests_of(counters: dict[str, WorkerCounters | None]) -> dict[str, float | None]:

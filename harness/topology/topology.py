@@ -77,15 +77,15 @@ from harness.topology.processes import (
 )
 from harness.topology.readiness import LogDiagnosis, Phase
 from harness.topology.roles import (
+    FrontendTally,
     HealthSample,
     HealthTimeline,
-    ImageTokenTally,
     RoleTable,
     WorkerCounters,
     probe,
     requests_of,
     scrape,
-    scrape_image_tokens,
+    scrape_frontend,
     tail,
     tree_rss_mib,
 )
@@ -265,9 +265,9 @@ class Topology(Generic[D]):
             r.name: scrape(r.metrics_url, self._http) for r in self.plan.workers if r.metrics_url
         }
 
-    def image_tokens(self) -> ImageTokenTally | None:
-        """The frontend's image-token histogram now (None: its /metrics did not answer)."""
-        return scrape_image_tokens(self.url_for("/metrics"), self._http)
+    def frontend_tally(self) -> FrontendTally | None:
+        """The frontend's own histograms now (None: its /metrics did not answer)."""
+        return scrape_frontend(self.url_for("/metrics"), self._http)
 
     def request_counts(self) -> dict[str, float | None]:
         """Each worker's `generate` request counter now (None: its /metrics did not answer)."""

@@ -245,7 +245,7 @@ def test_the_image_token_metric_must_count_the_request() -> None:
     """The frontend's own image-token histogram: one image-bearing request recorded, with its
     tokens; a request it did not record (0, or two) fails naming the metric."""
     from harness.oracles.registry import ImageTokens
-    from harness.topology.roles import ImageTokenTally, parse_image_tokens
+    from harness.topology.roles import ImageTokenTally, parse_frontend
 
     case = PROFILES["agg_qwen3-vl-2b"].cases[0]
     assert case.image_token_metrics
@@ -262,7 +262,7 @@ def test_the_image_token_metric_must_count_the_request() -> None:
             not result.passed and "dynamo_frontend_image_tokens_per_request_count" in result.detail
         )
     text = 'dynamo_frontend_image_tokens_per_request_sum{model="m"} 16\n# HELP x\n'
-    assert parse_image_tokens(text) == ImageTokenTally(0, 16)
+    assert parse_frontend(text).image == ImageTokenTally(0, 16)
 
 
 def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
