@@ -125,8 +125,9 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     )
     topo = RouterThatNeverSpreadsDouble()
     scope = CaseScope(profile.cases[0], "cpu", profile)
-    assert [o.name for o in applicable_to_case(scope)] == ["cache hit", "spread"]
-    hits = [RequestHit(100, 0, "usage"), RequestHit(100, 100, "usage")]  # the cache check holds
+    assert [o.name for o in applicable_to_case(scope)] == ["router hit", "cache hit", "spread"]
+    # the cache checks hold: the engine and the router saw the repeat cached
+    hits = [RequestHit(100, 0, "usage", 0.0), RequestHit(100, 100, "usage", 1.0)]
     judge = CaseJudge(profile, "cpu", "/nowhere", None, BaselineStore(), "s")  # type: ignore[arg-type]
     run = CaseRun(scope, topo.request_counts(), hits)  # type: ignore[arg-type]
     run.statuses, run.end_counts = declared_at_once(scope, topo)  # type: ignore[arg-type]

@@ -126,8 +126,13 @@ def test_every_shipped_strategy_is_registered_once() -> None:
         assert len(names) == len(set(names)), root
     phases = [(p.order, p.name) for p in Phase.registered]  # made per topology, not every()
     assert len(phases) == len({n for _, n in phases}) == len({o for o, _ in phases})
-    assert [o.name for o in CaseOracle.every()] == ["cache hit", "embedding cache hit", "spread"]
+    assert [o.name for o in CaseOracle.every()] == [
+        "router hit",
+        "cache hit",
+        "embedding cache hit",
+        "spread",
+    ]
     router = load_profile(
         REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
     )
-    assert len(case_checks(router.cases[0], "cpu", router)) == 2
+    assert len(case_checks(router.cases[0], "cpu", router)) == 3
