@@ -21,7 +21,15 @@ from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.load import mark_names
-from harness.profiles.upstream import UPSTREAM_TAG, parity, render_markdown, upstream_ids
+from harness.profiles.upstream import (
+    UPSTREAM_TAG,
+    parity,
+    render_markdown,
+    upstream_ids,
+    upstream_sources,
+    upstream_tests,
+)
+from harness.profiles.upstream_checkout import UnreadableCheckout, read_checkout
 
 ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 
@@ -37,6 +45,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="upstream Dynamo's multimodal test ids against ours, as markdown "
         "(docs/upstream-parity.md); exit 1 on a mismatch",
+    )
+    parser.add_argument(
+        "--dynamo-src",
+        type=Path,
+        metavar="PATH",
+        help="with --upstream: read upstream's ids from this Dynamo checkout's "
+        "tests/serve/multimodal_profiles/ instead of the catalogue (ids it lacks a reason for "
+        "are findings)",
     )
     parser.add_argument(
         "--shard",
@@ -158,9 +174,19 @@ def run(args: argparse.Namespace) -> int:
     if args.shard:
         print(render_shard(args))
         return 0
+    if args.dynamo_src and not args.upstream:
+        raise CliError("--dynamo-src goes with --upstream")
     if args.upstream:
-        rows = parity(profiles_in(args.profiles))
-        print(render_markdown(rows), end="")
+        catalogue, sources, command = upstream_tests(), upstream_sources(), "list --upstream"
+        if args.dynamo_src:
+            try:
+                catalogue, where = read_checkout(args.dynamo_src, catalogue)
+            except (OSError, UnreadableCheckout) as exc:
+                raise CliError(f"--dynamo-src: {exc}") from None
+            sources = {"checkout": where}
+            command += f" --dynamo-src {args.dynamo_src}"
+        rows = parity(profiles_in(args.profiles), catalogue)
+        print(render_markdown(rows, sources, command), end="")
         return 1 if any(row.problem for row in rows) else 0
     tiers = (args.tier,) if args.tier else TIERS
     rows = case_rows(profiles_in(args.profiles), tiers)

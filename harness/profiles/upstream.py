@@ -119,9 +119,13 @@ def fact_problems(test: UpstreamTest, profile: Profile, case: CaseSpec) -> list[
     return problems
 
 
-def render_markdown(rows: list[ParityRow]) -> str:
+def render_markdown(
+    rows: list[ParityRow], sources: dict[str, str] | None = None, command: str = "list --upstream"
+) -> str:
+    """The parity page; `sources` name where the upstream facts were read (the catalogue's by
+    default), `command` the one that regenerates it."""
     lines = [
-        "# Upstream parity (generated: `python -m harness list --upstream`)",
+        f"# Upstream parity (generated: `python -m harness {command}`)",
         "",
         "Upstream NVIDIA Dynamo's multimodal serve tests for Qwen3-VL-2B and LLaVA-1.5-7B",
         "(`harness/profiles/upstream_ids.yaml` says where they were read) against the cases here:",
@@ -158,7 +162,8 @@ def render_markdown(rows: list[ParityRow]) -> str:
             for model, why in sorted(differs)
         ]
     lines += ["", "Sources:", ""]
-    lines += [f"- `{key}`: {where}" for key, where in upstream_sources().items()]
+    sources = upstream_sources() if sources is None else sources
+    lines += [f"- `{key}`: {where}" for key, where in sources.items()]
     ours = [row for row in rows if row.upstream is None]
     lines += ["", f"Ours only ({len(ours)}):", ""]
     lines += [f"- `{row.id}` ({row.ours})" for row in ours]
