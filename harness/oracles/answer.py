@@ -128,6 +128,12 @@ class Answer:
         """The model's own greedy answer and its log-probabilities (reference.py)."""
         return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE, self.stack)
 
+    @cached_property
+    def exact_reference(self) -> Reference | None:
+        """The model's own greedy answer computed in float64: what a float32 reference's own
+        rounding is judged against (LogProbs, where the float32 one disagrees)."""
+        return reference(self.model_dir, self.body, self.urls.fetch, "float64", self.stack)
+
     @property
     def reference_ids(self) -> list[int] | None:
         return None if self.reference is None else self.reference.ids

@@ -314,6 +314,34 @@ def compare_logprobs(engine: list[Step], model: list[Step], tolerance: float) ->
     )
 
 
+def rejudged_in_float64(
+    engine: list[Step],
+    model32: list[Step],
+    model64: list[Step] | None,
+    tolerance: float,
+    first: LogprobVerdict,
+) -> LogprobVerdict:
+    """A float32 engine failed against the model's float32 answer (`first`): judged again
+    against the model's float64 answer, the nearer truth. It passes only where the answer is
+    within `tolerance` of that and the model's own float32 answer is further from it than the
+    tolerance: the float32 reference's rounding, not the engine's, made the gap."""
+    if first.result.passed or model64 is None:
+        return first
+    if [s.token for s in model64] != [s.token for s in model32]:
+        return first
+    exact = compare_logprobs(engine, model64, tolerance)
+    own = [abs(a.logprob - b.logprob) for a, b in zip(model32, model64, strict=False)]
+    if not exact.result.passed or not own or max(own) <= tolerance:
+        return first
+    at = max(range(len(own)), key=own.__getitem__)
+    detail = (
+        f"{exact.result.detail} against the model's float64 answer; its float32 answer is "
+        f"{own[at]:.2e} from that at token {at}, beyond the tolerance (the float32 reference's "
+        f"own rounding); against the float32 one: {first.result.detail}"
+    )
+    return LogprobVerdict(OracleResult(True, detail), exact.gap)
+
+
 def _clear_of_kth(top: dict[str, float], tolerance: float) -> set[str]:
     """The top-k tokens more than `tolerance` above the k-th: the other side must list them."""
     if not top:

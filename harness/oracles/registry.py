@@ -32,6 +32,7 @@ from harness.oracles.checks import (
     engine_steps,
     excerpt,
     judge_relation,
+    rejudged_in_float64,
     relation_kinds,
     relations,
 )
@@ -344,6 +345,11 @@ class LogProbs(Answered):
                 False, f"the answer carries no logprobs (asked for top_logprobs={TOP_LOGPROBS})"
             )
         verdict = compare_logprobs(engine, reference.steps, LOGPROB_TOLERANCE)
+        if not verdict.result.passed:
+            exact = answer.exact_reference
+            verdict = rejudged_in_float64(
+                engine, reference.steps, exact and exact.steps, LOGPROB_TOLERANCE, verdict
+            )
         detail = f"log-probabilities: {verdict.result.detail}"
         figures = {} if verdict.gap is None else {"logprob_gap": verdict.gap}
         return OracleResult(verdict.result.passed, detail, figures=figures)

@@ -21,8 +21,13 @@ from harness.tiny_models import fast_tokenizer, save_random_checkpoint
 from harness.tiny_models.qwen3_vl import CHAT_TEMPLATE, INIT_STD, SPECIAL_TOKENS, TOKEN_ID
 
 PATCH, MERGE, TEMPORAL = 14, 2, 2
-# 512x512 -> 112x112 -> 8x8 patches -> 16 image tokens (as the tiny Qwen3-VL).
-IMAGE_SIZE = {"shortest_edge": 28 * 28, "longest_edge": 112 * 112}
+# The real repos' pixel bounds (preprocessor_config.json min_pixels 3136, max_pixels 12845056):
+# 512x512 -> 504x504 -> 36x36 patches -> 324 image tokens. Every processor on the path counts the
+# same there: transformers, vLLM, Dynamo's frontend (which reads min/max_pixels, below) and
+# SGLang 0.5.21, which forces 3136..1003520 on any qwen2_vl checkpoint whatever its file says
+# (srt/utils/hf_transformers/processor.py get_processor); smaller bounds would count 16 for
+# transformers and 324 for SGLang.
+IMAGE_SIZE = {"shortest_edge": 56 * 56, "longest_edge": 16384 * 28 * 28}
 VIDEO_SIZE = {"shortest_edge": 28 * 28, "longest_edge": 4 * 84 * 112}
 HEAD_DIM = 32
 
@@ -73,6 +78,10 @@ def config(vocab_size: int) -> Qwen2VLConfig:
         "spatial_merge_size": MERGE,
         "temporal_patch_size": TEMPORAL,
         "initializer_range": INIT_STD,
+        # the real config.json's name for the input channels (transformers 5 writes
+        # `in_channels`); SGLang 0.5.21's Qwen2-VL vision tower reads only this one
+        # (srt/models/qwen2_vl.py: "'Qwen2VLVisionConfig' object has no attribute 'in_chans'")
+        "in_chans": 3,
     }
     return Qwen2VLConfig(
         text_config=text_config(vocab_size),
@@ -109,13 +118,13 @@ def generation() -> GenerationConfig:
 
 def write_pixel_bounds(out_dir: Path) -> None:
     """Add the `min_pixels` / `max_pixels` keys the real repos' preprocessor_config.json carry
-    (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-3B-Instruct: 3136 / 12845056) beside the `size`
-    transformers 5 writes, with `size`'s values. Dynamo 1.6.1's frontend counts a Qwen2-VL
-    image's tokens for KV routing from these two keys only, defaulting to 256*28*28 ..
-    1280*28*28 where they are missing (llm_multimodal's `Qwen2VLProcessor::
-    from_preprocessor_config`): without them it counted 324 tokens for the 512x512 test image
-    against the engine's 16, so no routed block ever matched a cached one (overlap 0/7;
-    with them 4/5, docs/design-deviations.md)."""
+    (Qwen/Qwen2-VL-2B-Instruct, Qwen/Qwen2.5-VL-3B-Instruct) beside the `size` transformers 5
+    writes, with `size`'s values. Dynamo 1.6.1's frontend counts a Qwen2-VL image's tokens for KV
+    routing from these two keys only, defaulting to 256*28*28 .. 1280*28*28 where they are
+    missing (llm_multimodal's `Qwen2VLProcessor::from_preprocessor_config`): with bounds of
+    784 .. 12544 and without the keys it counted 324 tokens for the 512x512 test image against
+    the engine's 16, and no routed block ever matched a cached one (overlap 0/7; with the keys
+    4/5; docs/design-deviations.md)."""
     path = out_dir / "preprocessor_config.json"
     data = json.loads(path.read_text())
     data["min_pixels"] = data["size"]["shortest_edge"]

@@ -66,3 +66,27 @@ def test_engine_steps_read_openai_logprobs_and_say_when_absent() -> None:
     }
     assert engine_steps(data) == [Step("a", -0.5, {"a": -0.5})]
     assert engine_steps({"choices": [{"message": {"content": "a"}}]}) is None
+
+
+def test_a_gap_the_float32_reference_made_is_judged_against_float64() -> None:
+    """The engine is nearer the model's float64 answer than the model's float32 answer is
+    (measured: Qwen2.5-VL, a 324-token image, token 0: engine -0.983377, float32 -0.983739,
+    float64 -0.983316): it passes, saying so; a gap the float64 answer confirms still fails."""
+    from harness.oracles.checks import rejudged_in_float64
+
+    model32 = [Step("n", -0.983739, {"n": -0.983739}), Step("o", -0.2, {"o": -0.2})]
+    model64 = [Step("n", -0.983316, {"n": -0.983316}), Step("o", -0.2, {"o": -0.2})]
+    engine = [Step("n", -0.983377, {"n": -0.983377}), Step("o", -0.2, {"o": -0.2})]
+    first = compare_logprobs(engine, model32, 3e-4)
+    assert not first.result.passed
+    again = rejudged_in_float64(engine, model32, model64, 3e-4, first)
+    assert again.result.passed and "against the model's float64 answer" in again.result.detail
+    assert "4.23e-04 from that at token 0" in again.result.detail
+    assert again.gap is not None and abs(again.gap - 6.1e-5) < 1e-9
+    off = [Step("n", -0.9850, {"n": -0.9850}), Step("o", -0.2, {"o": -0.2})]
+    first = compare_logprobs(off, model32, 3e-4)
+    assert not rejudged_in_float64(off, model32, model64, 3e-4, first).result.passed
+    assert rejudged_in_float64(engine, model32, None, 3e-4, first) is first
+    near = [Step("n", -0.983700, {"n": -0.983700}), Step("o", -0.2, {"o": -0.2})]  # 32 ~ 64
+    close = compare_logprobs(off, near, 3e-4)
+    assert rejudged_in_float64(off, near, near, 3e-4, close) is close

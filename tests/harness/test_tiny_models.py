@@ -164,7 +164,8 @@ def test_chat_template_places_image_like_the_real_model(
 def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, Path]) -> None:
     """Each family's greedy answer depends on the image (the output-equality and other-media
     checks could not fail otherwise), and its processor places the image tokens the CPU
-    profiles are written for (16 for the Qwen families' 512x512 square, 64 for LLaVA)."""
+    profiles are written for (for the 512x512 square: 16 for Qwen3-VL, 324 for Qwen2-VL and
+    Qwen2.5-VL at their real pixel bounds, 64 for LLaVA)."""
     from harness.oracles.reference import CPU_ENGINE_DTYPE, processor_counts, reference_answer
     from harness.payloads.media import build_media
 
@@ -184,4 +185,5 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
     answers = {c: reference_answer(d, body(c), fetch, CPU_ENGINE_DTYPE) for c in files}
     assert answers["green"] != answers["red"], answers
     counts = processor_counts(d, body("green")["messages"], fetch)
-    assert counts is not None and counts.images == (64 if family == "llava" else 16)
+    wanted = {"llava": 64, "qwen3_vl": 16, "qwen2_vl": 324, "qwen2_5_vl": 324}[family]
+    assert counts is not None and counts.images == wanted
