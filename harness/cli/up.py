@@ -20,8 +20,9 @@ from harness.cli.main import (
 )
 from harness.core.verdict import TopologyFailure
 from harness.machine.tier import detect_tier
+from harness.topology.deployments import Launched
 from harness.topology.processes import handling
-from harness.topology.topology import Launched, Topology, launch
+from harness.topology.topology import Topology, launch
 
 ORDER = 30  # its place in `serve-harness --help` (harness/cli/main.py)
 

@@ -27,7 +27,7 @@ from harness.plugin.options import session_of
 from harness.profiles import ProfileError, load_profiles
 from harness.profiles.load import mark_names
 from harness.topology.plan import layout_args
-from harness.topology.topology import TargetSpec
+from harness.topology.target import TargetSpec
 
 DESELECTED = pytest.StashKey[list[pytest.Item]]()
 PULLED_IN = pytest.StashKey[list[str]]()

@@ -20,7 +20,8 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
-from harness.topology.topology import TargetSpec, attach, launch, new_run_dir, target_plan
+from harness.topology.target import TargetSpec, target_plan
+from harness.topology.topology import attach, launch, new_run_dir
 
 RECORD = pytest.StashKey[CaseRecord]()
 

@@ -16,7 +16,7 @@ from harness.profiles import ProfileError, Tier, load_profiles
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 from harness.topology.plan import remove_scratch_of
 from harness.topology.processes import sweep_stale, term_raises_interrupt
-from harness.topology.topology import TargetError, TargetSpec, check_target, load_target
+from harness.topology.target import TargetError, TargetSpec, check_target, load_target
 
 
 @dataclass(frozen=True)

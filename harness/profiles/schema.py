@@ -306,7 +306,7 @@ class Profile(Strict):
     # counts them as one group) and a case's requests reach all of them (the spread check).
     replicas: list[str] = []
     # Why a role of this launch listens on every interface, where the engine leaves no other
-    # way; the loopback check is skipped for it (harness/topology/readiness.py loopback_only).
+    # way; the loopback check is skipped for it (harness/topology/phases.py LoopbackOnly).
     not_loopback: str | None = Field(default=None, min_length=20)
     # What must listen beyond loopback, each with why (the engine gives it no bind address): a
     # leased port, by the launcher's port variable; or a role, for one OS-assigned port of it.

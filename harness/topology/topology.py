@@ -4,51 +4,34 @@ readiness phases under one deadline; `with topo:` waits until it is ready and le
 
 How its processes come and go is a strategy, its `deployment`:
 - `Launched`: this harness spawned the launcher (`launch(...)`): every process it started is
-  watched (the diagnoses in readiness.py), and one verified stop takes them all down.
+  watched (the diagnoses in diagnoses.py), and one verified stop takes them all down.
 - `Deployed`: something else runs it (Kubernetes, a colleague's box, a staging cluster;
   `attach(...)`): no spawn, no teardown; a role whose health URL does not answer is named
   (`role_unreachable`). The readiness phases, the path oracle (where metrics URLs are given),
   every oracle and the verdict causes work as for a launched topology.
 
-A deployed topology is described by a target file (YAML):
-
-    profile: epd_qwen3-vl-2b            # whose cases run
-    tier: cpu                           # whose expectations judge them (default gpu)
-    frontend: http://127.0.0.1:8000
-    served_model_name: Qwen/Qwen3-VL-2B-Instruct   # default: the profile's model
-    model_dir: /path/to/checkpoint      # CPU tier: the checkpoint behind the answers
-    launcher_args: []                   # what the deployment was started with (cases needing
-                                        # other launcher args are skipped)
-    api_key_env: STAGING_API_KEY        # sent as `Authorization: Bearer …`; scrubbed
-    roles:                              # every worker of the profile
-      encode: {health: http://10.0.0.5:9090/health, metrics: http://10.0.0.5:9090/metrics}"""
+A deployed topology is described by a target file (harness/topology/target.py)."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
 import os
-import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psutil
 import requests
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.core.paths import (
     SESSION_ID_ENV,
-    TOPOLOGY_ID_ENV,
     marker_env,
     runs_dir,
-    topology_marker,
 )
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
@@ -56,66 +39,33 @@ from harness.machine.gpu_leases import take_gpus
 from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import CaseSpec, Profile, Tier
+from harness.topology.deployments import Deployed, Deployment, Launched
 from harness.topology.dynamo_src import DynamoSource
+from harness.topology.phases import Phase
 from harness.topology.plan import (
-    SCRATCH_SUBDIRS,
     LaunchPlan,
     RolePlan,
-    check_launcher,
     contract_of,
     resolve,
 )
 from harness.topology.processes import (
-    ProcessReaper,
     StopReport,
-    foreign_listeners,
-    listeners,
-    listening_ports,
-    marked_processes,
-    spawn_in_session,
-    term_raises_interrupt,
 )
-from harness.topology.readiness import LogDiagnosis, Phase
 from harness.topology.roles import (
     FrontendTally,
     HealthSample,
     HealthTimeline,
-    RoleTable,
     WorkerCounters,
     probe,
     requests_of,
     scrape,
     scrape_frontend,
     tail,
-    tree_rss_mib,
 )
 
 POLL_S = 0.25
 STOP_GRACE_S = 6.0
 INTERRUPT_GRACE_S = 1.5  # Ctrl-C: the person is waiting
-
-
-class Deployment(Protocol):
-    """How a topology's processes come and go (`Launched`, `Deployed`)."""
-
-    def start(self, topo: Topology[Any]) -> None: ...
-
-    def watch(self, topo: Topology[Any]) -> None:
-        """One look at every role (`topo.probe_workers()` included); raises at the first fault."""
-
-    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None: ...
-
-    def processes(self) -> list[psutil.Process]:
-        """The topology's processes this machine can see."""
-
-    def role_log(self, role: str) -> Path | None:
-        """Where a role's log is, if this machine has it."""
-
-    def unprobed_state(self, role: str) -> str:
-        """What is known of a role with no health port (the frontend, an aux process)."""
-
-    def logged_exception(self) -> tuple[str, str] | None:
-        """(role, exception line) of the last Python traceback a role logged, where seen."""
 
 
 D = TypeVar("D", bound=Deployment)
@@ -346,249 +296,6 @@ class Topology(Generic[D]):
         if path is None:
             return ""
         return tail(path) if lines is None else tail(path, lines)
-
-
-RSS_SAMPLE_S = 1.0  # how often the tree's memory is summed (psutil walks every process)
-
-
-class Launched:
-    """Spawned here: owns the launcher's process tree, its role table and its leases."""
-
-    def __init__(self, plan: LaunchPlan, on_release: Callable[[], None] | None = None) -> None:
-        self.plan = plan
-        self.roles = RoleTable(plan)
-        self.reaper = ProcessReaper()
-        self.stop_report: StopReport | None = None
-        self._on_release = on_release
-        self._restore_sigterm: Callable[[], None] = lambda: None
-
-    @property
-    def marker(self) -> tuple[str, str]:
-        return topology_marker(self.plan.topology_id)
-
-    def start(self, topo: Topology[Any]) -> None:
-        # A script that launches a topology and is then SIGTERMed (CI timeout, `timeout`) must
-        # still tear it down.
-        self._restore_sigterm = term_raises_interrupt()
-        check_launcher(self.plan)
-        squatted = foreign_listeners(self.plan.ports)
-        if squatted:
-            raise TopologyFailure(
-                Cause.PORT_IN_USE,
-                "leased port(s) already have a foreign listener before launch: "
-                + "; ".join(f"{name}={port} ({who})" for name, port, who in squatted),
-                Evidence(phase="spawn", port=squatted[0][1]),
-            )
-        for sub in SCRATCH_SUBDIRS:
-            (self.plan.scratch_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.roles.launcher = spawn_in_session(
-            self.plan.argv, self.plan.env, self.roles.launcher_log, cwd=self.plan.launcher.parent
-        )
-
-    def watch(self, topo: Topology[Any]) -> None:
-        """One poll of every process (the diagnoses) and health port."""
-        launcher = self.roles.launcher
-        assert launcher is not None
-        if topo.due("rss", RSS_SAMPLE_S):
-            topo.peak_rss_mib = max(topo.peak_rss_mib, tree_rss_mib(launcher))
-        self.roles.refresh()
-        for role, port in self.roles.received_system_ports().items():
-            topo.learn_port(role, port)
-        self.reaper.remember(launcher, self.marker)
-        for diagnosis in LogDiagnosis.every():
-            if diagnosis.starting_only and topo.phase == "ready":
-                continue
-            failure = diagnosis.check(topo, self.roles)
-            if failure is not None:
-                raise failure
-        for _ in topo.probe_workers():
-            pass
-
-    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None:
-        """One verified stop: every process this topology ever had is stopped and waited for by
-        PID (survivors named), then its leased ports must be closed (a listener named with its
-        holder), then its leases (and GPU memory) are given back."""
-        if self.roles.launcher is None:
-            self._release()  # failed before spawning (invalid launcher, squatted port)
-            return None
-        if self.stop_report is not None:
-            return self.stop_report
-        self.stop_report = self.reaper.stop(self.roles.launcher, self.marker, grace_s=grace_s)
-        open_ports = listening_ports(self.plan.ports.values())
-        holders = {port: self.roles.owner_of(pid) for port, pid in listeners(open_ports).items()}
-        shutil.rmtree(self.plan.scratch_dir, ignore_errors=True)
-        survivors = [(s.pid, s.cmdline[:80]) for s in self.stop_report.survivors]
-        if survivors or holders:
-            unclean = topo.failure(
-                Cause.TEARDOWN_UNCLEAN,
-                f"survivors {survivors}, ports still listening {holders}",
-            )
-            with contextlib.suppress(TopologyFailure):  # the survivors are the first cause
-                self._release()
-            raise unclean
-        self._release()
-        return self.stop_report
-
-    def _release(self) -> None:
-        """Give the leases back (GPU memory checked returned), put SIGTERM back (once)."""
-        self._restore_sigterm()
-        self._restore_sigterm = lambda: None
-        release, self._on_release = self._on_release, None
-        if release:
-            release()
-
-    def processes(self) -> list[psutil.Process]:
-        """Every live process of this topology: the launcher's tree and anything marked."""
-        launcher = self.roles.launcher
-        assert launcher is not None
-        found = {p.pid: p for p in marked_processes(TOPOLOGY_ID_ENV, self.plan.topology_id)}
-        with contextlib.suppress(psutil.Error):
-            found.update({p.pid: p for p in [launcher, *launcher.children(recursive=True)]})
-        return list(found.values())
-
-    def role_log(self, role: str) -> Path | None:
-        return self.roles.log_path(role)
-
-    def logged_exception(self) -> tuple[str, str] | None:
-        return self.roles.logged_exception()
-
-    def unprobed_state(self, role: str) -> str:
-        if role not in self.roles.known:
-            return "not started"
-        return "exited" if role in self.roles.exited() else "running"
-
-
-# A deployed role that does not answer its health URL this long is unreachable (it is meant to
-# be up already; a few seconds cover a restart between polls).
-UNREACHABLE_GRACE_S = 5.0
-
-
-class Deployed:
-    """Run by something else: its roles are watched through their health URLs only, and
-    leaving stops nothing."""
-
-    def __init__(self) -> None:
-        self._down_since: dict[str, float] = {}
-
-    def start(self, topo: Topology[Any]) -> None:
-        pass
-
-    def watch(self, topo: Topology[Any]) -> None:
-        """Probe every worker's health URL; one that does not answer is named."""
-        now = time.monotonic()
-        for role, state in topo.probe_workers():
-            if state != "down":
-                self._down_since.pop(role.name, None)
-                continue
-            since = self._down_since.setdefault(role.name, now)
-            if role.name in topo.healthy_once or now - since > UNREACHABLE_GRACE_S:
-                raise topo.failure(
-                    Cause.ROLE_UNREACHABLE,
-                    f"deployed role '{role.name}' does not answer {role.health_url} "
-                    f"({'after it was healthy' if role.name in topo.healthy_once else 'at all'})",
-                    role=role.name,
-                )
-
-    def stop(self, topo: Topology[Any], grace_s: float) -> StopReport | None:
-        return None
-
-    def processes(self) -> list[psutil.Process]:
-        return []
-
-    def role_log(self, role: str) -> Path | None:
-        return None
-
-    def unprobed_state(self, role: str) -> str:
-        return "not probed"
-
-    def logged_exception(self) -> tuple[str, str] | None:
-        return None
-
-
-class TargetError(ValueError):
-    """A target file that cannot be used; the message names the file and field."""
-
-
-class TargetRole(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    health: str
-    metrics: str | None = None
-
-
-class TargetSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    profile: str
-    tier: Tier = "gpu"
-    frontend: str
-    served_model_name: str | None = None
-    model_dir: str | None = None
-    launcher_args: list[str] = []
-    api_key_env: str | None = None
-    roles: dict[str, TargetRole]
-
-
-def load_target(path: Path) -> TargetSpec:
-    try:
-        raw = yaml.safe_load(path.read_text())
-        return TargetSpec.model_validate(raw)
-    except (OSError, yaml.YAMLError) as exc:
-        raise TargetError(f"{path}: {exc}") from None
-    except ValidationError as exc:
-        lines = [
-            f"{path}: {'.'.join(map(str, e['loc'])) or '<top>'}: {e['msg']}" for e in exc.errors()
-        ]
-        raise TargetError("\n".join(lines)) from None
-
-
-def check_target(spec: TargetSpec, profile: Profile, path: Path) -> None:
-    """The target names every worker of its profile, and no other role."""
-    workers = {r.name for r in profile.worker_roles}
-    missing, extra = sorted(workers - set(spec.roles)), sorted(set(spec.roles) - workers)
-    problems = (
-        [f"{path}: roles: {profile.name}'s workers {missing} have no URLs"] if missing else []
-    )
-    problems += [f"{path}: roles: {extra} are not workers of {profile.name}"] if extra else []
-    if spec.tier == "cpu" and not spec.model_dir:
-        problems.append(f"{path}: model_dir: the CPU tier judges answers against the checkpoint")
-    if problems:
-        raise TargetError("\n".join(problems))
-
-
-def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan:
-    tier_spec = profile.tier(spec.tier)
-    if tier_spec is None:
-        raise TargetError(f"profile {profile.name} has no {spec.tier} tier")
-    roles = tuple(
-        RolePlan(
-            r.name,
-            r.kind,
-            None,
-            r.discovery_component,
-            health=spec.roles[r.name].health,
-            metrics=spec.roles[r.name].metrics,
-        )
-        if r.name in spec.roles
-        else RolePlan(r.name, r.kind, None)
-        for r in profile.roles
-    )
-    env = dict(os.environ)
-    return LaunchPlan(
-        profile=profile.name,
-        tier=spec.tier,
-        launcher=Path("/dev/null"),
-        args=tuple(spec.launcher_args),
-        model=spec.model_dir or profile.model.gpu,
-        served_model_name=spec.served_model_name or profile.model.gpu,
-        roles=roles,
-        ports={},
-        run_dir=run_dir,
-        scratch_dir=run_dir / "scratch",
-        budget=tier_spec.budget,
-        topology_id=f"target-{profile.name}",
-        signature=f"target-{profile.name}",
-        env=env,
-        frontend=spec.frontend,
-    )
 
 
 def attach(

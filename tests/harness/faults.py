@@ -26,8 +26,9 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
+from harness.topology.deployments import Launched
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.topology import POLL_S, Launched, Topology, launch
+from harness.topology.topology import POLL_S, Topology, launch
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}

@@ -25,8 +25,8 @@ from harness.topology.dynamo_src import (
     import_records,
     import_records_dir,
 )
+from harness.topology.phases import RanDynamoSource
 from harness.topology.plan import RolePlan
-from harness.topology.readiness import RanDynamoSource
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 LLAVA_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"

@@ -65,7 +65,8 @@ def test_a_5xx_names_the_role_that_logged_the_exception_and_quotes_its_line(
     import time
 
     from harness.core.verdict import Cause
-    from harness.topology.topology import Launched, Topology
+    from harness.topology.deployments import Launched
+    from harness.topology.topology import Topology
     from tests.harness.test_plan import PROFILES, plan_for
 
     plan = plan_for(PROFILES["sglang_e_pd_qwen3-vl-2b"])

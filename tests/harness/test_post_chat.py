@@ -16,7 +16,9 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
-from harness.topology.topology import Deployed, TargetSpec, Topology, target_plan
+from harness.topology.deployments import Deployed
+from harness.topology.target import TargetSpec, target_plan
+from harness.topology.topology import Topology
 
 # The abandoned request's own timeout: raising before it is not waiting for it.
 REQUEST_TIMEOUT_S = 30

@@ -16,7 +16,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.registered import Registered, forget_imported
 from harness.oracles.registry import CaseOracle, Oracle, case_checks, case_oracles
 from harness.profiles import load_profile
-from harness.topology.readiness import LogDiagnosis, Phase
+from harness.topology.diagnoses import LogDiagnosis
+from harness.topology.phases import Phase
 from harness.topology.topology import launch
 
 NEW_ORACLE = """
@@ -36,7 +37,7 @@ class Polite(Oracle):
 """
 
 NEW_DIAGNOSIS = """
-from harness.topology.readiness import LogDiagnosis
+from harness.topology.diagnoses import LogDiagnosis
 
 
 class Overheated(LogDiagnosis):
@@ -48,7 +49,7 @@ class Overheated(LogDiagnosis):
 """
 
 NEW_PHASE = """
-from harness.topology.readiness import Check
+from harness.topology.phases import Check
 
 
 class Cooled(Check):

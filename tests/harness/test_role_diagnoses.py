@@ -17,7 +17,7 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Profile, load_profile
-from harness.topology.readiness import registered_cards, registered_components
+from harness.topology.discovery import registered_cards, registered_components
 from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]

@@ -10,7 +10,7 @@ import yaml
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profile
-from harness.topology.topology import TargetError, check_target, load_target, target_plan
+from harness.topology.target import TargetError, check_target, load_target, target_plan
 
 EPD = load_profile(REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml", REPO_ROOT)
 ROLES = {

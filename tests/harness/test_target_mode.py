@@ -20,7 +20,8 @@ import yaml
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
-from harness.topology.topology import attach, check_target, load_target, target_plan
+from harness.topology.target import check_target, load_target, target_plan
+from harness.topology.topology import attach
 from tests.harness.selftest_scope import EXHAUSTIVE
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm]

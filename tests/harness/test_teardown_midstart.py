@@ -17,8 +17,9 @@ import pytest
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.profiles import load_profile
+from harness.topology.deployments import Launched
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.topology import Launched, Topology, launch
+from harness.topology.topology import Topology, launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
