@@ -38,7 +38,7 @@ class AuditResult:
 
 def variants(profile: Profile) -> list[tuple[Tier, CaseSpec]]:
     """One case per distinct launch (tier, launcher args), skipping cases a tier skips."""
-    seen: dict[tuple[str, tuple[str, ...]], CaseSpec] = {}
+    seen: dict[tuple[Tier, tuple[str, ...]], CaseSpec] = {}
     for tier in TIERS:
         if profile.tier(tier) is None or (tier == "gpu" and profile.gpu_skip):
             continue
@@ -46,7 +46,7 @@ def variants(profile: Profile) -> list[tuple[Tier, CaseSpec]]:
             if (case.cpu_skip if tier == "cpu" else case.gpu_skip) is not None:
                 continue
             seen.setdefault((tier, tuple(launcher_args(profile, tier, case))), case)
-    return [(tier, case) for (tier, _), case in seen.items()]  # type: ignore[misc]
+    return [(key[0], case) for key, case in seen.items()]
 
 
 def _display(path: Path, root: Path) -> str:

@@ -23,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any, cast
 from unittest import mock
 
 OUT = Path(__file__).with_name("sglang_flags.json")
@@ -52,15 +53,15 @@ class _StubMissing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         module = mock.MagicMock(name=spec.name)
         module.__path__, module.__spec__, module.__name__ = [], spec, spec.name
-        return module  # type: ignore[return-value]
+        return cast(ModuleType, module)
 
     def exec_module(self, module: ModuleType) -> None:
         return None
 
 
-def _finds(finder: object, name: str, path: object, target: object) -> bool:
+def _finds(finder: Any, name: str, path: object, target: object) -> bool:
     try:
-        return finder.find_spec(name, path, target) is not None  # type: ignore[attr-defined]
+        return finder.find_spec(name, path, target) is not None
     except Exception:
         return False
 
@@ -81,9 +82,10 @@ def dump(wheel: Path) -> dict[str, object]:
     for action in parser._actions:
         entry: dict[str, object] = {"nargs": action.nargs}
         if action.choices is not None:
-            entry["choices"] = sorted(str(c) for c in action.choices)
-        if action.dest == "load_format" and "choices" in entry:
-            entry["choices"] = [*entry["choices"], "gms"]  # type: ignore[misc]  # args.py adds it
+            choices = sorted(str(c) for c in action.choices)
+            if action.dest == "load_format":
+                choices.append("gms")  # dynamo.sglang's args.py adds it
+            entry["choices"] = choices
         for option in action.option_strings:
             flags[option] = entry
     return {
@@ -98,4 +100,4 @@ def dump(wheel: Path) -> dict[str, object]:
 if __name__ == "__main__":
     table = dump(Path(sys.argv[1]))
     OUT.write_text(json.dumps(table, indent=0, sort_keys=False) + "\n")
-    print(f"{OUT}: {len(table['flags'])} flags from {table['source']}")  # type: ignore[arg-type]
+    print(f"{OUT}: {len(cast(dict, table['flags']))} flags from {table['source']}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from harness.core.paths import REPO_ROOT
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
@@ -15,7 +16,7 @@ ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
 NAME = "audit"
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(NAME, help="check launchers against profiles without engines")
     p.add_argument("profiles", nargs="*", type=Path, help="profile YAML files (default: all)")
     p.add_argument("-v", "--verbose", action="store_true", help="list every audited launch")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from harness.cli.affected import affected, changed_files
 from harness.cli.docker import (
@@ -390,6 +390,7 @@ MODES: dict[str, Callable[[argparse.Namespace], int]] = {
     "image": run_image,
 }
 PYTEST_ARGS = "-- PYTEST_ARGS"
+N = TypeVar("N")  # the namespace argparse fills
 
 
 class ModeParser(argparse.ArgumentParser):
@@ -397,9 +398,20 @@ class ModeParser(argparse.ArgumentParser):
     `args.pytest_args`. argparse's own REMAINDER positional cannot do this after IMAGE: it
     would take every option given after IMAGE too."""
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+    @overload
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+
+    @overload
+    def parse_known_args(self, args: Sequence[str] | None, namespace: N) -> tuple[N, list[str]]: ...
+
+    @overload
+    def parse_known_args(self, *, namespace: N) -> tuple[N, list[str]]: ...
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
         argv = list(sys.argv[1:] if args is None else args)
         cut = argv.index("--") if "--" in argv else len(argv)
         parsed, unknown = super().parse_known_args(argv[:cut], namespace)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,7 +199,7 @@ class GpuLeaseBroker:
                 return None
             now = time.time()
             records.extend(
-                GpuLeaseRecord(**new.fields(tag), gpu_index=index, bytes=need, leased_at=now)  # type: ignore[arg-type]
+                GpuLeaseRecord(**new.fields(tag), gpu_index=index, bytes=need, leased_at=now)
                 for index, need in zip(indices, needs, strict=True)
             )
         used = {d.index: d.total_bytes - d.free_bytes for d in devices}
@@ -208,9 +208,9 @@ class GpuLeaseBroker:
         )
 
 
-def reserved_bytes(records: object) -> dict[int, int]:
+def reserved_bytes(records: Iterable[GpuLeaseRecord]) -> dict[int, int]:
     out: dict[int, int] = defaultdict(int)
-    for record in records:  # type: ignore[attr-defined]
+    for record in records:
         out[record.gpu_index] += record.bytes
     return dict(out)
 

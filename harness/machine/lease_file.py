@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Self, TypeVar
+from typing import Generic, Self, TypedDict, TypeVar
 
 import psutil
 from filelock import FileLock
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from harness.core.process_start import is_running_as, process_started
 
@@ -49,7 +49,7 @@ class NewLease:
         owner = owner_pid if owner_pid is not None else os.getpid()
         return cls(uuid.uuid4().hex, owner, owner_start(owner))
 
-    def fields(self, tag: str) -> dict[str, object]:
+    def fields(self, tag: str) -> OwnedFields:
         """The `OwnedLease` fields of each of its records."""
         return owned_by(self.lease_id, self.owner_pid, self.owner_started, tag)
 
@@ -70,7 +70,16 @@ class OwnedLease(BaseModel):
 LeaseT = TypeVar("LeaseT", bound=OwnedLease)
 
 
-def owned_by(lease_id: str, owner: int, created: float, tag: str) -> dict[str, object]:
+class OwnedFields(TypedDict):
+    """The `OwnedLease` fields, as spread into a record type."""
+
+    lease_id: str
+    owner_pid: int
+    owner_started: float
+    tag: str
+
+
+def owned_by(lease_id: str, owner: int, created: float, tag: str) -> OwnedFields:
     """The `OwnedLease` fields of every record of one lease (spread into a record type)."""
     return {"lease_id": lease_id, "owner_pid": owner, "owner_started": created, "tag": tag}
 
@@ -89,7 +98,7 @@ class LeaseFile(Generic[LeaseT]):
 
     def __init__(self, path: Path, record_type: type[LeaseT]) -> None:
         self.path = path
-        self._records = TypeAdapter(list[record_type])  # type: ignore[valid-type]
+        self._record_type = record_type
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(
             f"{path}.lock", timeout=LOCK_TIMEOUT_S, poll_interval=LOCK_POLL_S, thread_local=False
@@ -128,7 +137,10 @@ class LeaseFile(Generic[LeaseT]):
         if not text.strip():
             return []
         try:
-            return self._records.validate_json(text)
+            data = json.loads(text)
+            if not isinstance(data, list):
+                raise ValueError(f"a JSON list, not {type(data).__name__}")
+            return [self._record_type.model_validate(item) for item in data]
         except ValueError as exc:
             raise ValueError(
                 f"lease registry {self.path} is unreadable ({exc}); "

@@ -113,7 +113,7 @@ class PortRegistry:
             leased.update(zip(names, ports, strict=True))
             now = time.time()
             records.extend(
-                PortLeaseRecord(**new.fields(tag), port=port, name=name, leased_at=now)  # type: ignore[arg-type]
+                PortLeaseRecord(**new.fields(tag), port=port, name=name, leased_at=now)
                 for name, port in leased.items()
             )
         return PortLease({name: leased[name] for name in every}, new.lease_id, self)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import MediaKind, RequestSpec, Tier
@@ -250,7 +250,7 @@ def engine_steps(data: object, special: Collection[str] = ()) -> list[Step] | No
     `special`: the tokenizer's special tokens, rendered '' as the engine renders a chosen one
     (its top-k lists them by name)."""
     try:
-        content = data["choices"][0]["logprobs"]["content"]  # type: ignore[index]
+        content = cast(Any, data)["choices"][0]["logprobs"]["content"]
     except (KeyError, IndexError, TypeError):
         return None
     if not isinstance(content, list):

@@ -5,6 +5,9 @@ request's declared upstream defect says how its oracles must come out (`held`)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import requests
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
@@ -44,18 +47,20 @@ class CaseJudge:
     def scope(self, request: RequestSpec) -> Scope:
         return Scope(request, self.tier, self.profile, self.settings)
 
-    def answer(self, request: RequestSpec, body: dict, resp: object, **seen: object) -> Answer:
+    def answer(
+        self, request: RequestSpec, body: dict[str, Any], resp: requests.Response, **seen: Any
+    ) -> Answer:
         """The answer to `request` as the oracles see it (`seen`: ran, path, sent, …)."""
         return Answer(
             self.scope(request),
             body,
             resp,
             self.model_dir,
-            self.urls,  # type: ignore[arg-type]
+            self.urls,
             self.baselines,
             self.signature,
             **seen,
-        )  # type: ignore[arg-type]
+        )
 
     def judge(self, answer: Answer) -> list[str]:
         """Checks that held, one line each. Every oracle judges; where any fails, raises the

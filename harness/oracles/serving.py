@@ -77,7 +77,8 @@ def check_path(
         if None in starts or None in ends:
             problems.append(f"role '{key}': its /metrics did not answer ({starts} -> {ends})")
             continue
-        start, end = sum(starts), sum(ends)  # type: ignore[arg-type]
+        start = sum(s for s in starts if s is not None)
+        end = sum(e for e in ends if e is not None)
         moved = end - start
         seen.append(f"{key} +{moved:g}")
         if moved != want:

@@ -192,7 +192,7 @@ def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
     deselected = config.stash.get(DESELECTED, [])
     by_case = {id(sc): item for item in deselected if (sc := serve_case_of(item)) is not None}
     selected = [sc for item in items if (sc := serve_case_of(item)) is not None]
-    pulled = pull_in([*selected], [serve_case_of(i) for i in deselected])  # type: ignore[misc]
+    pulled = pull_in(selected, [sc for i in deselected if (sc := serve_case_of(i)) is not None])
     if not pulled:
         return
     back = [by_case[id(sc)] for sc in pulled]

@@ -55,7 +55,7 @@ def harness_pool(
     with TopologyPool(
         session.tier,
         lambda sig: warmup_bodies(
-            kinds.get(sig, set()),  # type: ignore[arg-type]
+            sorted(kinds.get(sig, set())),
             harness_media,
             text=sig in texts or not kinds.get(sig),
         ),
@@ -124,8 +124,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if sc is None or "harness_pool" not in getattr(item, "funcargs", {}):
         return
     nxt = serve_case_of(nextitem) if nextitem is not None else None
-    if nxt is None or nxt.signature != sc.signature or nextitem.get_closest_marker("skip"):
-        pool: TopologyPool = item.funcargs["harness_pool"]  # type: ignore[attr-defined]
+    skipped = nextitem is not None and nextitem.get_closest_marker("skip") is not None
+    if nxt is None or nxt.signature != sc.signature or skipped:
+        pool: TopologyPool = getattr(item, "funcargs", {})["harness_pool"]
         record = item.stash.setdefault(RECORD, CaseRecord())
         started = time.monotonic()
         try:

@@ -96,7 +96,7 @@ class HealthTimeline:
             return None
         for ev in reversed(self.events):
             if ev["role"] == role:
-                return time.monotonic() - self.start - float(ev["t"])  # type: ignore[arg-type]
+                return time.monotonic() - self.start - float(str(ev["t"]))
         return None
 
 

@@ -16,6 +16,9 @@ import importlib.machinery
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
 
 
 class DynamoImportRecorder:
@@ -26,11 +29,13 @@ class DynamoImportRecorder:
         self.out = os.path.join(out_dir, f"{os.getpid()}.jsonl")
         self.seen: set[str] = set()
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> None:
         if name.count(".") != 1 or not name.startswith("dynamo.") or name in self.seen:
             return None
         self.seen.add(name)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
         record = {"pid": os.getpid(), "module": name, "file": spec.origin if spec else None}
         try:
             with open(self.out, "a") as out:
@@ -50,42 +55,45 @@ class EncoderTap:
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name != ENCODE_UTILS:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        run = spec.loader.exec_module  # type: ignore[union-attr]
+        loader: Any = spec.loader  # its exec_module is replaced: a loader of any kind
+        run = loader.exec_module
 
-        def run_and_wrap(module: object) -> None:
+        def run_and_wrap(module: Any) -> None:
             run(module)
-            module.encode_image_embeddings = self.wrap(module.encode_image_embeddings)  # type: ignore[attr-defined]
+            module.encode_image_embeddings = self.wrap(module.encode_image_embeddings)
 
-        spec.loader.exec_module = run_and_wrap  # type: ignore[union-attr,method-assign]
+        loader.exec_module = run_and_wrap
         return spec
 
-    def wrap(self, encode: object) -> object:
-        def encode_image_embeddings(*args: object, **kwargs: object) -> object:
-            rows = encode(*args, **kwargs)  # type: ignore[operator]
+    def wrap(self, encode: Callable[..., Any]) -> Callable[..., Any]:
+        def encode_image_embeddings(*args: Any, **kwargs: Any) -> Any:
+            rows = encode(*args, **kwargs)
             try:
-                self.save(kwargs.get("image_embeds") or args[1], rows)  # type: ignore[index]
+                self.save(kwargs.get("image_embeds") or args[1], rows)
             except Exception as exc:  # an observer never breaks the role
                 print(f"harness encoder tap: not recorded: {exc!r}", file=sys.stderr)
             return rows
 
         return encode_image_embeddings
 
-    def save(self, image_embeds: object, rows: object) -> None:
+    def save(self, image_embeds: Any, rows: Any) -> None:
         import hashlib
 
         from safetensors.torch import save_file
 
-        pixels = image_embeds["pixel_values"].detach().float().cpu().contiguous()  # type: ignore[index]
+        pixels = image_embeds["pixel_values"].detach().float().cpu().contiguous()
         key = hashlib.sha256(pixels.numpy().tobytes()).hexdigest()[:16]
         target = os.path.join(self.out_dir, f"{key}.safetensors")
         partial = f"{target}.{os.getpid()}.partial"
-        save_file({"rows": rows.detach().cpu().contiguous()}, partial)  # type: ignore[attr-defined]
+        save_file({"rows": rows.detach().cpu().contiguous()}, partial)
         os.replace(partial, target)
 
 
