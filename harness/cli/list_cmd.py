@@ -23,6 +23,7 @@ from harness.profiles import Profile, Tier
 from harness.profiles.load import mark_names
 from harness.profiles.upstream import (
     UPSTREAM_TAG,
+    ParityRow,
     parity,
     render_markdown,
     upstream_ids,
@@ -153,6 +154,19 @@ def render_text(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_not_carried(rows: list[ParityRow]) -> str:
+    """Upstream's multimodal ids no case here carries, each with why (the catalogue's reason,
+    or that none is recorded)."""
+    absent = [row for row in rows if row.upstream is not None and row.ours is None]
+    lines = [f"upstream ids not carried here ({len(absent)}; docs/upstream-parity.md):"]
+    for row in absent:
+        assert row.upstream is not None
+        stack = row.upstream.stack.removeprefix("dynamo-")
+        why = row.upstream.absent or row.problem or "no reason recorded"
+        lines.append(f"  {row.id} [{stack}, {row.upstream.cadence}]: {why}")
+    return "\n".join(lines)
+
+
 def render_shard(args: argparse.Namespace) -> str:
     try:
         shard = Shard.parse(args.shard)
@@ -189,9 +203,11 @@ def run(args: argparse.Namespace) -> int:
         print(render_markdown(rows, sources, command), end="")
         return 1 if any(row.problem for row in rows) else 0
     tiers = (args.tier,) if args.tier else TIERS
-    rows = case_rows(profiles_in(args.profiles), tiers)
+    profiles = profiles_in(args.profiles)
+    rows = case_rows(profiles, tiers)
     if args.json:
         print("\n".join(json.dumps(r) for r in rows))
     else:
         print(render_text(rows))
+        print(render_not_carried(parity(profiles)))
     return 0

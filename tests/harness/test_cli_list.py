@@ -29,6 +29,17 @@ def test_cpu_listing_shows_skip_reasons(capsys: pytest.CaptureFixture[str]) -> N
     assert "[gpu]" not in out
 
 
+def test_the_listing_names_each_upstream_id_not_carried_and_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "--tier", "gpu"]) == 0
+    out = capsys.readouterr().out
+    tail = out[out.index("upstream ids not carried here (") :]
+    assert "  mm_agg_gemma4-e2b-it [vllm, pre_merge]: no tiny Gemma-4 checkpoint" in tail
+    assert "  mm_agg_qwen3.5-0.8b [vllm, post_merge]: Qwen3.5's Gated DeltaNet layers" in tail
+    assert "mm_agg_qwen3-vl-2b " not in tail  # carried: listed above with its oracles
+
+
 def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--profiles", "/nonexistent"]) == 2
     assert "--profiles: no such directory /nonexistent" in capsys.readouterr().err
