@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.cli.main import CliError
 from harness.core.paths import REPO_ROOT, runs_dir
+from harness.report.render import compare_table, validation_table
 from harness.report.results import ResultsFileError, load_results
 from harness.topology.processes import handling, term_raises_interrupt
 
@@ -124,3 +125,33 @@ def tree_at(checkout: Path, rev: str, out: Path) -> Path:
     if archive.wait() != 0:
         raise CliError(f"{rev}: not a revision of {checkout}")
     return out
+
+
+# What every `validate` mode shares: its two runs' results, one table of them.
+
+
+def render_sides(heading: list[str], sides: tuple[str, str], rows: Rows, runs: Runs) -> str:
+    """The validation table (every row of both sides), the per-id comparison (A: the first
+    side, B: the second) and each run's exit status and wall time, under `heading`."""
+    return "\n".join(
+        [
+            *heading,
+            "",
+            validation_table([row for side in sides for row in rows.get(side, [])], "md"),
+            "",
+            f"A: {sides[0]}, B: {sides[1]}",
+            "",
+            compare_table(rows.get(sides[0], []), rows.get(sides[1], []), "md"),
+            "",
+            "| run | exit | wall time |",
+            "|---|---|---|",
+            *(f"| {side} | {code} | {wall:.0f} s |" for side, code, wall in runs),
+        ]
+    )
+
+
+def write_table(text: str, root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "validation.md").write_text(text + "\n")
+    print(text)
+    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)

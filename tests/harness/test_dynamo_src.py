@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.cli.validate import PatchError, defect_ids, patched_checkout, touched_files
+from harness.cli.validate_patch import PatchError, defect_ids, patched_checkout, touched_files
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profiles

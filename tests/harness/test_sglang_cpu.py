@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.validate import patched_checkout
+from harness.cli.validate_patch import patched_checkout
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile

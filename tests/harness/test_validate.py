@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli.main import CliError, build_parser, main
 from harness.cli.serve_runs import first_sentence
-from harness.cli.validate import (
+from harness.cli.validate_image import (
     Change,
     image_ids,
     parse_change,
