@@ -87,10 +87,12 @@ class RoleExited(LogDiagnosis):
         exited = roles.exited()
         if not exited:
             return None
-        name = exited[0]
+        code = roles.recorded_exit_code(exited[0])
+        name = roles.exited()[0]  # the launcher's record may name who exited first
+        if name != exited[0]:
+            code = roles.exit_code(name)
         topo.timeline.record(name, "exited")
         log = tail(roles.log_path(name))
-        code = roles.exit_code(name)
         taken = any(hint in log for hint in PORT_IN_USE_HINTS)
         where = "before ready" if topo.phase != "ready" else "mid-test"
         return topo.failure(

@@ -159,6 +159,12 @@ def fold_health_polls(lines: list[str]) -> list[str]:
     return [*kept[:note_at], note, *kept[note_at:]]
 
 
+# The launcher writes NAME.exit as its `wait -n` returns, milliseconds after the role dies on a
+# quiet box; CI saw the diagnosis read before it on a loaded 2-core one (2026-12-04): 1 s of
+# polling only runs when the file is missing, and only once a role has died.
+EXIT_RECORD_GRACE_S = 1.0
+
+
 @dataclass
 class RoleProcess:
     name: str
@@ -217,6 +223,15 @@ class RoleTable:
             return int((self.plan.log_dir / f"{role}{EXIT_SUFFIX}").read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def recorded_exit_code(self, role: str, grace_s: float = EXIT_RECORD_GRACE_S) -> int | None:
+        """`exit_code`, waiting up to `grace_s` for the launcher to write it: a role's pid is
+        gone before the launcher's `wait -n` returns and writes NAME.exit, so a poll that sees
+        the death first would otherwise read no code."""
+        deadline = time.monotonic() + grace_s
+        while (code := self.exit_code(role)) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return code
 
     def owner_of(self, pid: int | None) -> str:
         """'role prefill (pid 123)' if `pid` is one of ours (or a child of one), else the pid."""

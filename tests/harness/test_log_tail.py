@@ -87,3 +87,21 @@ def test_a_5xx_names_the_role_that_logged_the_exception_and_quotes_its_line(
     ), failure.message
     assert "receive_embeddings" in failure.evidence.log_tail
     assert topo.failure(Cause.WRONG_ANSWER, "x").evidence.role is None  # not for other causes
+
+
+def test_an_exit_code_written_just_after_the_role_died_is_read(tmp_path: Path) -> None:
+    """The launcher writes NAME.exit as its `wait -n` returns, after the pid is gone: the
+    diagnosis that saw the death first waits for the record (CI read 'code unknown' without)."""
+    import threading
+    from types import SimpleNamespace
+
+    from harness.topology.roles import RoleTable
+
+    roles = RoleTable(SimpleNamespace(log_dir=tmp_path))  # type: ignore[arg-type]
+    assert roles.exit_code("worker") is None
+    writer = threading.Timer(0.3, lambda: (tmp_path / "worker.exit").write_text("2\n"))
+    writer.start()
+    assert roles.exit_code("worker") is None  # what a bare read saw
+    assert roles.recorded_exit_code("worker") == 2
+    writer.join()
+    assert roles.recorded_exit_code("encode", grace_s=0.1) is None  # none written: no hang
