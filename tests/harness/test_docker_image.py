@@ -39,14 +39,21 @@ pytestmark = [
 ]
 
 
-def image_processes() -> list[psutil.Process]:
-    """Processes a harness inside the image started (the container shares our PID namespace)."""
+def image_processes(containers: set[str] | None = None) -> list[psutil.Process]:
+    """Processes a harness inside the image started (the container shares our PID namespace);
+    with `containers` (ids), only those in these containers' cgroups: another test's container
+    of the same image, still going down beside this one, is not this run's leftover."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(CHECKOUT_ENV) == IMAGE_CHECKOUT:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            if proc.environ().get(CHECKOUT_ENV) != IMAGE_CHECKOUT:
+                continue
+            if containers is not None:
+                cgroup = Path(f"/proc/{proc.pid}/cgroup").read_text()
+                if not any(cid in cgroup for cid in containers):
+                    continue
+            found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
     return found
 
@@ -67,24 +74,30 @@ def image_leased_ports() -> set[int]:
     return ports
 
 
-def assert_nothing_left(owner: psutil.Popen, ports: set[int]) -> None:
+def assert_nothing_left(
+    owner: psutil.Popen, ports: set[int], containers: set[str] | None = None
+) -> None:
     deadline = time.monotonic() + 10
-    while image_processes() and time.monotonic() < deadline:
+    while image_processes(containers) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert image_processes() == []
+    assert image_processes(containers) == []
     assert containers_of(CLIENT, owner) == []
     # nothing listens or holds them; a served request's closed connection may sit in TIME_WAIT
     assert listening_ports(ports) == []
 
 
-def interrupt_once_running(proc: psutil.Popen) -> set[int]:
+def interrupt_once_running(proc: psutil.Popen) -> tuple[set[int], set[str]]:
     """Wait for the topology inside, check its leases from the host, Ctrl-C the run; the ports
-    it leased."""
+    it leased and its containers' ids."""
     deadline = time.monotonic() + 120
-    while len(image_processes()) < 3 and time.monotonic() < deadline:  # frontend, worker, launcher
+    containers: set[str] = set()
+    while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        containers = {c.id for c in containers_of(CLIENT, proc)}
+        if containers and len(image_processes(containers)) >= 3:  # frontend, worker, launcher
+            break
         time.sleep(0.2)
-    assert len(image_processes()) >= 3, "the topology never started inside the container"
+    assert len(image_processes(containers)) >= 3, "the topology never started in its container"
     ports = image_leased_ports()
     assert ports, "the harness inside leased no port in the host's registry"
     # the host sees those leases' owner running (same PID namespace), so it cannot hand them out
@@ -93,7 +106,7 @@ def interrupt_once_running(proc: psutil.Popen) -> set[int]:
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-3000:]
     assert "container removed" in out
-    return ports
+    return ports, containers
 
 
 def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
@@ -116,12 +129,12 @@ def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        ports = interrupt_once_running(proc)
+        ports, containers = interrupt_once_running(proc)
     finally:
         if proc.poll() is None:  # a failed assertion must not leave the run behind
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
-    assert_nothing_left(proc, ports)
+    assert_nothing_left(proc, ports, containers)
 
 
 def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launcher(
