@@ -87,10 +87,9 @@ class RoleExited(LogDiagnosis):
         exited = roles.exited()
         if not exited:
             return None
-        code = roles.recorded_exit_code(exited[0])
-        name = roles.exited()[0]  # the launcher's record may name who exited first
-        if name != exited[0]:
-            code = roles.exit_code(name)
+        roles.recorded_exit_code(exited[0])  # the launcher's record: who exited first, and how
+        name = roles.exited()[0]
+        code = roles.exit_code(name)
         topo.timeline.record(name, "exited")
         log = tail(roles.log_path(name))
         taken = any(hint in log for hint in PORT_IN_USE_HINTS)

@@ -363,13 +363,15 @@ def histogram_totals(text: str, name: str) -> tuple[float, float]:
     >>> histogram_totals('h_count{w="a"} 2\nh_sum{w="a"} 1.6\nh_count{w="b"} 1\n# HELP h x', "h")
     (3.0, 1.6)
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     count = total = 0.0
-    for line in text.splitlines():
-        metric = line.split("{", 1)[0].split(" ", 1)[0]
-        if metric == f"{name}_count":
-            count += float(line.rsplit(" ", 1)[-1])
-        elif metric == f"{name}_sum":
-            total += float(line.rsplit(" ", 1)[-1])
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_count":
+                count += sample.value
+            elif sample.name == f"{name}_sum":
+                total += sample.value
     return count, total
 
 
