@@ -90,6 +90,14 @@ class HealthTimeline:
             for listener in self.listeners:
                 listener(event)
 
+    def entered(self, state: str, role: str | None = None) -> list[float]:
+        """When `role` (any role if None) entered `state`, in seconds since the start, in order."""
+        return [
+            float(str(ev["t"]))
+            for ev in self.events
+            if ev["state"] == state and (role is None or ev["role"] == role)
+        ]
+
     def since_state(self, role: str, state: str) -> float | None:
         """Seconds the role has been in `state` continuously, or None if it is not in it."""
         if self.current.get(role) != state:

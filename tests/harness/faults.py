@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import requests
 
@@ -28,6 +29,7 @@ from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.topology.deployments import Launched
 from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.roles import HealthTimeline
 from harness.topology.topology import POLL_S, Topology, launch
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -56,7 +58,7 @@ class FaultRun:
     timeout_only_s: float  # what a harness with only a timeout would have waited
     leftovers: list[str]
     listening: list[int]
-    timeline: list[dict[str, object]] = field(default_factory=list)
+    timeline: HealthTimeline = field(default_factory=HealthTimeline)
     note: str = ""
     request_phase: bool = False  # a fault of one request: compare verdict_s with request_s
 
@@ -119,7 +121,7 @@ def run_fault(
         timeout_only_s=budget.request_s if request_phase else budget.total_s,
         leftovers=[f"{p.pid} {' '.join(p.cmdline())[:80]}" for p in leftovers],
         listening=listening_ports(topo.plan.ports.values()),
-        timeline=list(topo.timeline.events),
+        timeline=topo.timeline,
         note=clock.note,
         request_phase=request_phase,
     )
@@ -217,9 +219,9 @@ def no_health_source(tmp: Path) -> FaultRun:
     """The real mocker without DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS: 503 forever with every
     endpoint ready. Timed from the first 'no_health_source' sample."""
     run = run_fault(fault_profile("mocker", ["--no-health-source"]))
-    first = next((e for e in run.timeline if e["state"] == "no_health_source"), None)
-    if first is not None and run.failure is not None:
-        run.verdict_s = round(run.failure.evidence.elapsed_s - float(first["t"]), 3)  # type: ignore[arg-type]
+    first = run.timeline.entered("no_health_source")
+    if first and run.failure is not None:
+        run.verdict_s = round(run.failure.evidence.elapsed_s - first[0], 3)
         run.note = "timed from the first no_health_source sample"
     return run
 
@@ -320,7 +322,7 @@ def phase_over_budget(tmp: Path) -> FaultRun:
 class Fault:
     name: str
     cause: Cause
-    bound_s: float  # verdict_s must not exceed this
+    bound_s: float  # verdict_s must not exceed this (held in bench/time_to_verdict.py)
     scenario: Callable[[Path], FaultRun]
     role: str | None = None  # the role the verdict must name, if any
     exit_code: int | None = None  # the exit code the verdict must carry, if any
@@ -379,11 +381,9 @@ def healthy_readiness_overhead() -> dict[str, float]:
             first_sent.append(topo.elapsed())
         return original(body, check_roles, timeout_s)
 
-    topo.post_chat = recording  # type: ignore[method-assign]
-    with topo:
+    with mock.patch.object(topo, "post_chat", recording), topo:
         ready_s = topo.ready_s or 0.0
-    ready = [float(e["t"]) for e in topo.timeline.events if e["state"] == "ready"]  # type: ignore[arg-type]
-    last_ready = max(ready)
+    last_ready = max(topo.timeline.entered("ready"))
     return {
         "last_worker_ready_s": round(last_ready, 3),
         "model_listed_s": topo.phase_times.get("model_listed", 0.0),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -154,11 +153,16 @@ def test_broker_never_oversubscribes_a_card(broker: GpuLeaseBroker) -> None:
 
 def test_acquire_waits_for_a_release(broker: GpuLeaseBroker) -> None:
     holder = broker.lease([60 * GIB] * 4, timeout_s=1)
-    timer = threading.Timer(0.4, holder.release)
+    releasing = threading.Event()
+
+    def release() -> None:
+        releasing.set()
+        holder.release()
+
+    timer = threading.Timer(0.4, release)
     timer.start()
-    started = time.monotonic()
     with broker.lease([40 * GIB] * 2, timeout_s=10) as waited:
-        assert time.monotonic() - started >= 0.35
+        assert releasing.is_set(), "granted while the holder still held every GPU"
         assert len(set(waited.indices)) == 2
         assert waited.env()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     timer.join()
@@ -169,10 +173,9 @@ def test_dead_owners_gpus_are_reclaimed(broker: GpuLeaseBroker) -> None:
     try:
         broker.lease([80 * GIB] * 4, owner_pid=owner.pid, timeout_s=1, tag="dies-holding")
         assert {r.owner_pid for r in broker.leases()} == {owner.pid}
-        started = time.monotonic()
         with broker.lease([80 * GIB] * 4, timeout_s=10) as lease:
             assert sorted(lease.indices) == [0, 1, 2, 3]
-            assert time.monotonic() - started >= 0.2
+            assert owner.poll() is not None, "granted while the owner still lived"
     finally:
         owner.kill()
         owner.wait()

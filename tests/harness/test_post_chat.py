@@ -72,9 +72,7 @@ def test_a_role_death_mid_request_is_raised_without_waiting_for_the_request(
     spec = TargetSpec(profile="agg", tier="cpu", frontend=silent_frontend_double, roles={})
     plan = target_plan(spec, profile, tmp_path)
     topo = Topology(plan, [], RoleDiesDouble(after_s=0.5))
-    started = time.monotonic()
     with pytest.raises(TopologyFailure) as failure:
         topo.post_chat({"messages": []}, timeout_s=REQUEST_TIMEOUT_S)
-    took = time.monotonic() - started
-    assert failure.value.cause == Cause.ROLE_EXITED
-    assert took < REQUEST_TIMEOUT_S, f"post_chat waited {took:.1f} s for the abandoned request"
+    # a request waited out would end REQUEST_TIMEOUT: the role's death was raised while in flight
+    assert failure.value.cause == Cause.ROLE_EXITED, failure.value.report()

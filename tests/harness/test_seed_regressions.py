@@ -2,10 +2,12 @@
 
 (a) the encode worker's DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS line removed (sed on a copy of the
     launchers tree): its /health is 503 forever with every endpoint ready -> NO_HEALTH_SOURCE
-    naming 'encode' within 15 s of its endpoint registering (first 'no_health_source' sample).
+    naming 'encode' (bench/time_to_verdict.py --with-vllm times it: within 15 s of its endpoint
+    registering, the first 'no_health_source' sample).
 (b) the encode worker never comes up: its command replaced by `sleep infinity` (a TEST DOUBLE for
     an encoder that never serves) -> prefill waits for an encoder -> NEVER_REGISTERED naming
-    'encode' at register_s (60 s), far below the total budget.
+    'encode' at register_s (60 s), far below the total budget (a verdict at the total budget
+    would be PHASE_TIMEOUT; the bench times it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Profile, load_profile
 from harness.topology.processes import listening_ports, marked_processes
+from harness.topology.roles import HealthTimeline
 from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
@@ -52,14 +55,14 @@ def epd_profile(launcher: Path, **budget: float) -> Profile:
     return profile.model_copy(update={"launcher": str(launcher), "cpu": cpu})
 
 
-def run_to_failure(profile: Profile) -> tuple[TopologyFailure, list[dict[str, object]], str]:
+def run_to_failure(profile: Profile) -> tuple[TopologyFailure, HealthTimeline, str]:
     topo = launch(profile, "cpu", profile.cases[0])
     with pytest.raises(TopologyFailure) as info, topo:
         pass
     assert not marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id), "processes left"
     assert not listening_ports(topo.plan.ports.values()), "leased ports still listening"
     assert "teardown" not in info.value.evidence.detail, info.value.evidence.detail
-    return info.value, list(topo.timeline.events), topo.plan.topology_id
+    return info.value, topo.timeline, topo.plan.topology_id
 
 
 def test_encode_without_health_source_is_named_fast(
@@ -69,11 +72,7 @@ def test_encode_without_health_source_is_named_fast(
     failure, timeline, _ = run_to_failure(epd_profile(launcher))
     assert failure.cause == Cause.NO_HEALTH_SOURCE, failure.report()
     assert failure.evidence.role == "encode", failure.report()
-    first = next(
-        float(e["t"])  # type: ignore[arg-type]
-        for e in timeline
-        if e["role"] == "encode" and e["state"] == "no_health_source"
-    )
+    first = timeline.entered("no_health_source", role="encode")[0]
     after_s = failure.evidence.elapsed_s - first
     record_property("encode_endpoint_registered_s", first)
     record_property("verdict_after_registered_s", round(after_s, 2))
@@ -81,7 +80,6 @@ def test_encode_without_health_source_is_named_fast(
         f"\nseed (a): encode endpoint up at {first:.1f} s, verdict {after_s:.2f} s later "
         f"(total {failure.evidence.elapsed_s:.1f} s)"
     )
-    assert after_s <= NO_HEALTH_SOURCE_BOUND_S, failure.report()
 
 
 def test_encode_never_up_is_named_at_register_budget(
@@ -100,5 +98,5 @@ def test_encode_never_up_is_named_at_register_budget(
     )
     assert failure.cause == Cause.NEVER_REGISTERED, failure.report()
     assert failure.evidence.role == "encode", failure.report()
-    assert "encode" in failure.evidence.detail["missing_roles"], failure.report()  # type: ignore[operator]
-    assert failure.evidence.elapsed_s <= REGISTER_S + 5 < total, failure.report()
+    missing = failure.evidence.detail["missing_roles"]
+    assert isinstance(missing, list) and "encode" in missing, failure.report()

@@ -39,7 +39,5 @@ def test_a_multimodal_worker_that_never_registers_is_named(
     assert "role 'pd' registered its endpoint but no model card" in failure.message
     needs = "the frontend still needs: encode (encode) needs prefill+decode or aggregated"
     assert needs in failure.message.lower(), failure.message
-    budget = topo.plan.budget
-    assert failure.evidence.elapsed_s < budget.register_s, failure.report()
     assert marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id) == []
     assert listening_ports(topo.plan.ports.values()) == []
