@@ -39,21 +39,10 @@ from typing import Any
 
 import pytest
 
-LAYERS = [
-    "core",
-    "tiny_models",
-    "profiles",
-    "machine",
-    "topology",
-    "payloads",
-    "oracles",
-    "report",
-    "audit",
-    "cases",
-    "plugin",
-    "cli",
-]
-LAYER_ALIASES = {"requests": "payloads"}  # the package's name before it was renamed
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repo root, last: tests
+from tests.harness.test_layers import LAYERS
+
+LAYER_ALIASES = {"requests": "payloads"}  # payloads/ at trees before 2026-12-04
 OUT_ENV = "CASE_WALK_OUT"
 DEFAULT_CASE = "mm_agg_qwen3-vl-2b"
 
@@ -67,8 +56,7 @@ class Walk:
         self.active: FrameType | None = None
         self.followed: dict[int, object] = {}  # id -> object, kept alive so ids stay unique
         self.stops: list[tuple[str, str]] = []
-        self.climbs: list[tuple[str, str]] = []
-        self.handoffs: list[tuple[str, str]] = []  # stops entered from another file
+        self.callers: list[tuple[str, str, str]] = []  # (stop's file, stop, caller's file)
 
     def follow(self, obj: object) -> None:
         self.followed[id(obj)] = obj
@@ -127,10 +115,7 @@ class Walk:
         if caller is None:
             return
         from_rel = os.path.relpath(caller.f_code.co_filename, self.root)
-        if from_rel != rel:
-            self.handoffs.append(stop)
-        if layer_of(rel) > layer_of(from_rel):
-            self.climbs.append((from_rel, f"{rel}:{code.co_qualname}"))
+        self.callers.append((rel, code.co_qualname, from_rel))
 
 
 def is_property(args: list[object], name: str) -> bool:
@@ -154,7 +139,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     walk = config.stash.get(WALK_KEY, None)
     if walk is not None and os.environ.get(OUT_ENV):
         Path(os.environ[OUT_ENV]).write_text(
-            json.dumps({"stops": walk.stops, "climbs": walk.climbs, "handoffs": walk.handoffs})
+            json.dumps({"stops": walk.stops, "callers": walk.callers})
         )
 
 
@@ -164,6 +149,10 @@ WALK_KEY = pytest.StashKey[Walk]()
 def layer_of(path: str) -> int:
     package = Path(path).parts[1]
     return LAYERS.index(LAYER_ALIASES.get(package, package))
+
+
+def climbs(callers: list[tuple[str, str, str]]) -> list[str]:
+    return [f"{c} -> {p}:{n}" for p, n, c in callers if layer_of(p) > layer_of(c)]
 
 
 def figures(stops: list[tuple[str, str]]) -> dict[str, int]:
@@ -205,15 +194,17 @@ def main() -> int:
             return 1
         walk = json.loads(out.read_text())
     stops = [(str(path), str(name)) for path, name in walk["stops"]]
-    handoffs = {(str(path), str(name)) for path, name in walk["handoffs"]}
+    callers = [(str(p), str(n), str(c)) for p, n, c in walk["callers"]]
+    handoffs = {(p, n) for p, n, c in callers if p != c}
     for n, (path, name) in enumerate(stops, 1):
         print(f"{n:3d} {'>' if (path, name) in handoffs else ' '} {path}:{name}")
-    for caller, callee in walk["climbs"]:
-        print(f"climb: {caller} -> {callee}")
+    upward = climbs(callers)
+    for climb in upward:
+        print(f"climb: {climb}")
     f = figures(stops)
     print(
         f"stops {f['stops']} in {f['files']} files ({len(handoffs)} entered from another file, "
-        f"marked >), {len(walk['climbs'])} climbs, {f['returns']} returns ({tree}, {args.case})"
+        f"marked >), {len(upward)} climbs, {f['returns']} returns ({tree}, {args.case})"
     )
     return 0
 

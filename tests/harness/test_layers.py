@@ -1,7 +1,7 @@
 """Imports point one way: a harness module never imports from a layer above its own.
 
 Layers, lowest first (docs/architecture.md): core, tiny_models, profiles, machine, topology,
-requests, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones inside
+payloads, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones inside
 functions and TYPE_CHECKING ones included: a lazy upward import is still an upward dependency.
 """
 
@@ -32,7 +32,7 @@ HARNESS = REPO_ROOT / "harness"
 
 
 def layer_of(module: str) -> str | None:
-    """'harness.topology.plan' -> 'runtime'; 'harness.__main__' -> None (the entry point)."""
+    """'harness.topology.plan' -> 'topology'; 'harness.__main__' -> None (the entry point)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
