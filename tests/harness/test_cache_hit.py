@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from harness.oracles.reference import BaselineStore
 from harness.oracles.serving import RequestHit, check_cache_hits, check_router_hits
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
+from harness.topology.topology import Topology
 from tests.harness.selftest_scope import EXHAUSTIVE
 
 
@@ -107,8 +109,8 @@ def test_a_router_case_with_a_fault_fails_naming_it(
     sc = ServeCase(profile, case, "cpu")
     record = CaseRecord()
 
-    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
-        plan = topo.plan  # type: ignore[attr-defined]
+    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
+        plan = topo.plan
         return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
 
     pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], urls))

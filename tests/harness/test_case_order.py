@@ -6,13 +6,13 @@ from pathlib import Path
 from harness.cases.case import ServeCase
 from harness.cases.selection import order_key, recorded_durations
 from harness.core.paths import REPO_ROOT
-from harness.profiles import load_profiles
+from harness.profiles import Tier, load_profiles
 
 PROFILES = load_profiles(REPO_ROOT / "profiles" / "vllm", REPO_ROOT)
 
 
-def cases(tier: str) -> list[ServeCase]:
-    return [ServeCase(p, c, tier) for p in PROFILES for c in p.cases]  # type: ignore[arg-type]
+def cases(tier: Tier) -> list[ServeCase]:
+    return [ServeCase(p, c, tier) for p in PROFILES for c in p.cases]
 
 
 def contiguous(ordered: list[ServeCase]) -> bool:

@@ -48,15 +48,16 @@ def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_200_answer_meets_an_oracle_that_reads_its_content() -> None:
     from harness.core.paths import REPO_ROOT
     from harness.oracles.registry import case_oracles
-    from harness.profiles import load_profiles
+    from harness.profiles import Tier, load_profiles
 
+    tiers: tuple[Tier, ...] = ("cpu", "gpu")
     unread = [
         (p.test_id(c), tier, i)
         for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
-        for tier in ("cpu", "gpu")
-        if p.tier(tier) is not None  # type: ignore[arg-type]
+        for tier in tiers
+        if p.tier(tier) is not None
         for c in p.cases
-        for i, o in enumerate(case_oracles(c, tier, p))  # type: ignore[arg-type]
+        for i, o in enumerate(case_oracles(c, tier, p))
         if o.status == 200 and not o.content
     ]
     assert unread == []

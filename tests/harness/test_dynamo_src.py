@@ -10,14 +10,14 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from harness.cli.validate_patch import PatchError, defect_ids, patched_checkout, touched_files
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.profiles import load_profiles
+from harness.profiles import Tier, load_profiles
 from harness.topology.dynamo_src import (
     ROLE_SITE,
     DynamoSource,
@@ -25,8 +25,9 @@ from harness.topology.dynamo_src import (
     import_records,
     import_records_dir,
 )
+from harness.topology.observed import Observed
 from harness.topology.phases import RanDynamoSource
-from harness.topology.plan import RolePlan
+from harness.topology.plan import LaunchPlan, RolePlan
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 LLAVA_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
@@ -78,6 +79,11 @@ class ObservedLogs:
         return TopologyFailure(cause, message)
 
 
+def observed_logs(log_dir: Path, source: DynamoSource) -> Observed:
+    """ObservedLogs where a phase takes the running topology: it has only what this phase reads."""
+    return cast(Observed, ObservedLogs(log_dir, source))
+
+
 def write_role(log_dir: Path, role: str, pid: int, module: str, file: str) -> None:
     (log_dir / f"{role}.pid").write_text(f"{pid}\n")
     records = import_records_dir(log_dir)
@@ -93,13 +99,13 @@ def test_a_role_that_ran_the_installed_package_is_named(tmp_path: Path) -> None:
     logs.mkdir()
     write_role(logs, "frontend", 101, "dynamo.harness_probe", ours)
     write_role(logs, "decode", 102, "dynamo.harness_probe", str(SITE / "dynamo/x/__init__.py"))
-    failure = RanDynamoSource().failure(ObservedLogs(logs, source), 10.0)  # type: ignore[arg-type]
+    failure = RanDynamoSource().failure(observed_logs(logs, source), 10.0)
     assert failure is not None and failure.cause == Cause.LAUNCHER_INVALID
     assert failure.message.startswith("role 'decode' (pid 102) did not run the checkout's")
     write_role(logs, "decode", 102, "dynamo.harness_probe", ours)
-    assert RanDynamoSource().failure(ObservedLogs(logs, source), 10.0) is None  # type: ignore[arg-type]
+    assert RanDynamoSource().failure(observed_logs(logs, source), 10.0) is None
     (import_records_dir(logs) / "101.jsonl").unlink()
-    failure = RanDynamoSource().failure(ObservedLogs(logs, source), 10.0)  # type: ignore[arg-type]
+    failure = RanDynamoSource().failure(observed_logs(logs, source), 10.0)
     assert failure is not None and "'frontend' (pid 101)" in failure.message
     assert "recorded no dynamo import" in failure.message
 
@@ -140,12 +146,12 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     script.write_text("#!/bin/bash\n")
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
-    def plan(tier: str, env: dict[str, str] = base) -> object:
+    def plan(tier: Tier, env: dict[str, str] = base) -> LaunchPlan:
         return resolve(
             profile,
             tier,
             profile.cases[0],
-            ports=fake_ports(profile, REPO_ROOT),  # type: ignore[arg-type]
+            ports=fake_ports(profile, REPO_ROOT),
             run_dir=tmp_path / tier,
             scratch_dir=tmp_path / "s",
             model="m",
@@ -155,15 +161,15 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
         )
 
     cpu, gpu = plan("cpu"), plan("gpu")
-    assert cpu.launcher == CHECKOUT_LAUNCHER  # type: ignore[attr-defined]
-    assert cpu.args[0] == str(source.root / str(profile.upstream_launcher))  # type: ignore[attr-defined]
-    assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct-FP8")  # type: ignore[attr-defined]
-    assert json.loads(cpu.env["HARNESS_ROLE_PORTS"]) == {  # type: ignore[attr-defined]
+    assert cpu.launcher == CHECKOUT_LAUNCHER
+    assert cpu.args[0] == str(source.root / str(profile.upstream_launcher))
+    assert cpu.args[1:3] == ("--model", "Qwen/Qwen3-VL-2B-Instruct-FP8")
+    assert json.loads(cpu.env["HARNESS_ROLE_PORTS"]) == {
         "DYN_SYSTEM_PORT1": "encode",
         "DYN_SYSTEM_PORT2": "prefill",
         "DYN_SYSTEM_PORT3": "decode",
     }
-    assert cpu.env["DYN_MANAGED_PORTS"] == "1"  # type: ignore[attr-defined]
-    assert cpu.loopback_only and gpu.loopback_only  # type: ignore[attr-defined]
+    assert cpu.env["DYN_MANAGED_PORTS"] == "1"
+    assert cpu.loopback_only and gpu.loopback_only
     ours = plan("cpu", {k: v for k, v in base.items() if k != "HARNESS_DYNAMO_SRC"})
-    assert ours.launcher == REPO_ROOT / profile.launcher  # type: ignore[attr-defined]
+    assert ours.launcher == REPO_ROOT / profile.launcher

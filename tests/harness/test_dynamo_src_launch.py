@@ -94,5 +94,6 @@ def test_a_worker_that_serves_but_registers_no_model_card_is_named(
     assert f"role '{role}' registered its endpoint but no model card" in failure.message
     assert "every role registered" not in failure.message
     cards = failure.evidence.detail["cards"]
-    assert cards and not any(c.startswith(f"{component}:") for c in cards), cards  # type: ignore[union-attr]
+    assert isinstance(cards, list), cards
+    assert cards and not any(c.startswith(f"{component}:") for c in cards), cards
     assert "the frontend still needs" in failure.message, failure.message

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.topology import Topology
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
 from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_dynamo_src_launch import nothing_left
@@ -56,8 +58,8 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
     profile = load_profile(REPO_ROOT / PROFILES[which], REPO_ROOT)
     sc = ServeCase(profile, profile.cases[0], "cpu")
 
-    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
-        plan = topo.plan  # type: ignore[attr-defined]
+    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
+        plan = topo.plan
         settings = JudgeSettings(cross_topology=False, relations=False)
         return CaseJudge(
             profile, "cpu", plan.model, urls, BaselineStore(), plan.signature, settings
@@ -72,7 +74,8 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
         record = CaseRecord()
         with pytest.raises(TopologyFailure) as noisy:
             run_case(sc, pool, urls, judge_for, record)
-        plan = pool.current.plan  # type: ignore[union-attr]
+        assert pool.current is not None
+        plan = pool.current.plan
     nothing_left(plan.topology_id, list(plan.ports.values()))
     rows_line = next(c for c in clean if c.startswith("log-probabilities on the encoder's rows"))
     assert "largest |gap|" in rows_line, clean

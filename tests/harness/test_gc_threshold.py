@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.profiles import Tier
 from harness.topology.plan import GC_THRESHOLD_CPU, GC_THRESHOLD_ENV, gc_env, launcher_env
 
 # What a role prints: its own thresholds, then those of a child started the way vLLM starts its
@@ -28,12 +29,12 @@ if __name__ == "__main__":
 """
 
 
-def role_env(tmp_path: Path, tier: str, base: dict[str, str]) -> dict[str, str]:
+def role_env(tmp_path: Path, tier: Tier, base: dict[str, str]) -> dict[str, str]:
     return launcher_env(
         tier=tier,
         model="m",
         served_model_name="m",
-        ports={},  # type: ignore[arg-type]
+        ports={},
         scratch_dir=tmp_path / "scratch",
         log_dir=tmp_path / "logs",
         extra={},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from harness.oracles.reference import BaselineStore, reference_answer
 from harness.payloads.chat import MediaURLs, chat_body, warmup_bodies
 from harness.profiles import load_profile
 from harness.tiny_models import build_tiny_model
+from harness.topology.topology import Topology
 
 
 def test_the_reference_is_deterministic_and_sees_the_image(urls: MediaURLs) -> None:
@@ -62,8 +64,8 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     sc = ServeCase(profile, case, "cpu")
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
 
-    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
-        plan = topo.plan  # type: ignore[attr-defined]
+    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
+        plan = topo.plan
         return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
 
     try:

@@ -94,10 +94,12 @@ def test_an_exit_code_written_just_after_the_role_died_is_read(tmp_path: Path) -
     diagnosis that saw the death first waits for the record (CI read 'code unknown' without)."""
     import threading
     from types import SimpleNamespace
+    from typing import cast
 
+    from harness.topology.plan import LaunchPlan
     from harness.topology.roles import RoleTable
 
-    roles = RoleTable(SimpleNamespace(log_dir=tmp_path))  # type: ignore[arg-type]
+    roles = RoleTable(cast(LaunchPlan, SimpleNamespace(log_dir=tmp_path)))  # only its log_dir
     assert roles.exit_code("worker") is None
     writer = threading.Timer(0.3, lambda: (tmp_path / "worker.exit").write_text("2\n"))
     writer.start()

@@ -8,19 +8,19 @@ from harness.cases.case import ServeCase
 from harness.core.paths import REPO_ROOT
 from harness.machine.gpus import GpuInventory
 from harness.plugin.collection import marks_for, xdist_group_name
-from harness.profiles import load_profiles
+from harness.profiles import Tier, load_profiles
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 EIGHT_H100 = GpuInventory.from_spec("8x80")
 NO_GPU = GpuInventory(())
 
 
-def all_cases(tier: str) -> list[ServeCase]:
-    return [ServeCase(p, c, tier) for p in PROFILES for c in p.cases]  # type: ignore[arg-type]
+def all_cases(tier: Tier) -> list[ServeCase]:
+    return [ServeCase(p, c, tier) for p in PROFILES for c in p.cases]
 
 
 @pytest.mark.parametrize("tier", ["cpu", "gpu"])
-def test_timeout_mark_is_above_every_budget(tier: str) -> None:
+def test_timeout_mark_is_above_every_budget(tier: Tier) -> None:
     for sc in all_cases(tier):
         spec = sc.profile.tier(sc.tier)
         marks = {m.mark.name: m.mark for m in marks_for(sc, EIGHT_H100)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.payloads.media import RED_SQUARE_RGB, render_square_png
 from harness.profiles import RequestSpec, load_profile
+from harness.topology.topology import Topology
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 
@@ -56,8 +58,8 @@ def run_agg_case(urls: MediaURLs) -> TopologyFailure:
     sc = ServeCase(AGG, AGG.cases[0], "cpu")  # an image by URL
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
 
-    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
-        return CaseJudge(AGG, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)  # type: ignore[attr-defined]
+    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
+        return CaseJudge(AGG, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)
 
     try:
         with pytest.raises(TopologyFailure) as failure:

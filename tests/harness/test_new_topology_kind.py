@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
+from harness.topology.topology import Topology
 
 LAUNCHER = """#!/usr/bin/env bash
 # agg_twin: two aggregated workers behind the frontend's round-robin router.
@@ -65,8 +67,8 @@ def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
     record = CaseRecord()
 
-    def judge_for(case: ServeCase, topo: object) -> CaseJudge:
-        plan = topo.plan  # type: ignore[attr-defined]
+    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
+        plan = topo.plan
         return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
 
     try:

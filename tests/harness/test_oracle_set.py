@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from harness.core.paths import REPO_ROOT
-from harness.oracles.answer import CaseRun, CaseScope, JudgeSettings
+from harness.oracles.answer import Answer, CaseRun, CaseScope, JudgeSettings
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
@@ -39,22 +39,29 @@ def canned(status: int) -> requests.Response:
 
 def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
-    for oracle in [*Oracle.every(), *CaseOracle.every()]:
+    for oracle in Oracle.every():
 
-        def recorded(judged: object, oracle: object = oracle) -> OracleResult:
-            ran.append(oracle.label(judged.scope))  # type: ignore[attr-defined]
+        def recorded(answer: Answer, oracle: Oracle = oracle) -> OracleResult:
+            ran.append(oracle.label(answer.scope))
             return OracleResult(True, "held")
 
         monkeypatch.setattr(oracle, "check", recorded)
+    for case_oracle in CaseOracle.every():
+
+        def recorded_run(run: CaseRun, oracle: CaseOracle = case_oracle) -> OracleResult:
+            ran.append(oracle.label(run.scope))
+            return OracleResult(True, "held")
+
+        monkeypatch.setattr(case_oracle, "check", recorded_run)
     strict = JudgeSettings(excuse_defects=False)  # a passing declared oracle judges as usual
     checked = 0
     together: set[str] = set()
     for profile in PROFILES:
         for tier in ("cpu", "gpu"):
-            if profile.tier(tier) is None:  # type: ignore[arg-type]
+            if profile.tier(tier) is None:
                 continue
             for case in profile.cases:
-                listed = case_oracles(case, tier, profile)  # type: ignore[arg-type]
+                listed = case_oracles(case, tier, profile)
                 for request, plan in zip((case, *case.follow_ups), listed, strict=True):
                     judge = CaseJudge(
                         profile,
@@ -62,7 +69,7 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
                         "/nowhere",
                         URLS,
                         BaselineStore(),
-                        "s",  # type: ignore[arg-type]
+                        "s",
                         strict,
                     )
                     ran.clear()
@@ -73,9 +80,9 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
                     )
                     checked += 1
                 ran.clear()
-                scope = CaseScope(case, tier, profile)  # type: ignore[arg-type]
+                scope = CaseScope(case, tier, profile)
                 judge.judge_case(CaseRun(scope, {}))
-                assert ran == list(case_checks(case, tier, profile)), profile.test_id(case)  # type: ignore[arg-type]
+                assert ran == list(case_checks(case, tier, profile)), profile.test_id(case)
                 together.update(ran)
     assert checked > 60  # every request of every shipped case, both tiers
     assert any(label.startswith("repeats hit the prefix cache") for label in together)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from harness.cases.case import declared_at_once, settled_path
+from harness.cases.case import Served, declared_at_once, settled_path
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
@@ -111,7 +112,7 @@ class RouterThatNeverSpreadsDouble:
     def __init__(self) -> None:
         self.counts = {"worker1": 0.0, "worker2": 0.0}
 
-    def request_counts(self) -> dict[str, float]:
+    def request_counts(self) -> dict[str, float | None]:
         return dict(self.counts)
 
     def post_chat(self, body: dict, check_roles: bool = True) -> object:
@@ -127,10 +128,14 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     scope = CaseScope(profile.cases[0], "cpu", profile)
     assert [o.name for o in applicable_to_case(scope)] == ["router hit", "cache hit", "spread"]
     # the cache checks hold: the engine and the router saw the repeat cached
-    hits = [RequestHit(100, 0, "usage", 0.0), RequestHit(100, 100, "usage", 1.0)]
-    judge = CaseJudge(profile, "cpu", "/nowhere", None, BaselineStore(), "s")  # type: ignore[arg-type]
-    run = CaseRun(scope, topo.request_counts(), hits)  # type: ignore[arg-type]
-    run.statuses, run.end_counts = declared_at_once(scope, topo)  # type: ignore[arg-type]
+    hits: list[RequestHit | None] = [
+        RequestHit(100, 0, "usage", 0.0),
+        RequestHit(100, 100, "usage", 1.0),
+    ]
+    no_media = cast(MediaURLs, None)  # judge_case reads no media URLs (only answers do)
+    judge = CaseJudge(profile, "cpu", "/nowhere", no_media, BaselineStore(), "s")
+    run = CaseRun(scope, topo.request_counts(), hits)
+    run.statuses, run.end_counts = declared_at_once(scope, cast(Served, topo))
     assert run.statuses == [200] * SPREAD_REQUESTS
     with pytest.raises(TopologyFailure) as failure:
         judge.judge_case(run)

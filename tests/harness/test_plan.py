@@ -5,17 +5,19 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles import Profile, load_profiles
-from harness.topology.plan import contract_of, launch_signature, resolve
+from harness.profiles import Profile, Tier, load_profiles
+from harness.topology.plan import LaunchPlan, contract_of, launch_signature, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
-def plan_for(profile: Profile, tier: str = "cpu", case_index: int = 0, env: dict | None = None):
+def plan_for(
+    profile: Profile, tier: Tier = "cpu", case_index: int = 0, env: dict[str, str] | None = None
+) -> LaunchPlan:
     ports = {name: 21000 + i for i, name in enumerate(contract_of(profile).names)}
     return resolve(
         profile,
-        tier,  # type: ignore[arg-type]
+        tier,
         profile.cases[case_index],
         ports=ports,
         run_dir=Path("/runs/x"),
@@ -55,7 +57,9 @@ def test_scratch_paths_fit_unix_socket_limit() -> None:
 def test_describe_redacts_secrets() -> None:
     plan = plan_for(PROFILES["agg_qwen3-vl-2b"], env={"PATH": "/bin", "HARNESS_API_KEY": "k-123"})
     described = plan.describe()
-    assert described["env"]["HARNESS_API_KEY"] == "***"  # type: ignore[index]
+    env = described["env"]
+    assert isinstance(env, dict)
+    assert env["HARNESS_API_KEY"] == "***"
     assert "k-123" not in repr(described)
 
 

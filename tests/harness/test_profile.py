@@ -243,7 +243,8 @@ def test_a_request_may_declare_defects_with_distinct_roots_one_per_oracle() -> N
         {"known_defect": [defect("a", ["prompt_tokens"]), defect("b", ["logprobs"])]}
     )
     assert [d.id for d in two.defects] == ["a", "b"]
-    assert two.defect_of("logprobs").id == "b"  # type: ignore[union-attr]
+    logprobs = two.defect_of("logprobs")
+    assert logprobs is not None and logprobs.id == "b"
     assert two.defect_of("hf_reference") is None
     with pytest.raises(ValueError, match=r"oracle\(s\) \['logprobs'\] declared by more than one"):
         CpuExpect.model_validate(

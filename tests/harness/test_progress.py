@@ -4,7 +4,7 @@ xdist relayed through each case's report and written once by the controller."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -49,14 +49,14 @@ def test_a_worker_relays_and_the_controller_writes_each_line_once() -> None:
     progress = Progress(worker_cfg)
     item = SimpleNamespace(user_properties=[])
     progress.say("launching epd")
-    progress.relay_into(item)  # type: ignore[arg-type]
+    progress.relay_into(cast(pytest.Item, item))
     progress.say("epd ready in 20.0 s")
-    progress.relay_into(item)  # type: ignore[arg-type]
+    progress.relay_into(cast(pytest.Item, item))
     assert worker_out.lines == []
     controller_cfg, out = config()
     for _phase in ("setup", "call"):  # properties accumulate over a case's reports
         report = SimpleNamespace(nodeid="t[x]", user_properties=list(item.user_properties))
-        write_relayed(controller_cfg, report)  # type: ignore[arg-type]
+        write_relayed(controller_cfg, cast(pytest.TestReport, report))
     assert out.lines == ["[serve] launching epd", "[serve] epd ready in 20.0 s"]
     assert [n for n, _ in item.user_properties] == [PROPERTY, PROPERTY]
 
@@ -77,7 +77,7 @@ def test_a_serve_case_reads_as_one_log_line_not_a_letter() -> None:
             failed=outcome == "failed",
             skipped=outcome == "skipped",
         )
-        return pytest_report_teststatus(report, cfg)  # type: ignore[arg-type]
+        return pytest_report_teststatus(cast(pytest.TestReport, report), cfg)
 
     serve = "tests/serve/test_serve.py::test_serve[x]"
     assert status(serve, "setup", "passed") == ("", "", "")

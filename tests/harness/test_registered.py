@@ -5,8 +5,9 @@ the new oracle where the judge runs it."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -57,20 +58,23 @@ class Cooled(Check):
     what = "the cooling check"
 """
 
+# What the `new_module` fixture hands a test: add(package, module name, source, root class).
+AddModule = Callable[[ModuleType, str, str, type[Registered]], None]
+
 
 @pytest.fixture
-def new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AddModule]:
     """Writes `text` as a new module of `package` (its folder extended with a temp dir); takes
     the module and its classes out again afterwards."""
     added: list[tuple[str, str, type[Registered]]] = []
 
-    def add(package: object, name: str, text: str, root: type[Registered]) -> None:
-        folder = tmp_path / package.__name__  # type: ignore[attr-defined]
+    def add(package: ModuleType, name: str, text: str, root: type[Registered]) -> None:
+        folder = tmp_path / package.__name__
         folder.mkdir()
         (folder / f"{name}.py").write_text(text)
-        monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])  # type: ignore[attr-defined]
-        forget_imported(package.__name__)  # type: ignore[attr-defined]
-        added.append((package.__name__, name, root))  # type: ignore[attr-defined]
+        monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+        forget_imported(package.__name__)
+        added.append((package.__name__, name, root))
 
     yield add
     for package, name, root in added:
@@ -80,9 +84,9 @@ def new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[obje
         forget_imported(package)
 
 
-def test_a_new_oracle_file_is_judged_and_listed(new_module: object) -> None:
+def test_a_new_oracle_file_is_judged_and_listed(new_module: AddModule) -> None:
     before = [o.name for o in Oracle.every()]
-    new_module(harness.oracles, "polite_oracle", NEW_ORACLE, Oracle)  # type: ignore[operator]
+    new_module(harness.oracles, "polite_oracle", NEW_ORACLE, Oracle)
     after = [o.name for o in Oracle.every()]
     assert after == [before[0], "says please", *before[1:]]
     profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
@@ -90,15 +94,15 @@ def test_a_new_oracle_file_is_judged_and_listed(new_module: object) -> None:
     assert listed.labels[:3] == ("status 200", "says please", "structure")
 
 
-def test_a_new_diagnosis_file_runs_in_its_place(new_module: object) -> None:
+def test_a_new_diagnosis_file_runs_in_its_place(new_module: AddModule) -> None:
     before = [d.name for d in LogDiagnosis.every()]
-    new_module(harness.topology, "overheat_diagnosis", NEW_DIAGNOSIS, LogDiagnosis)  # type: ignore[operator]
+    new_module(harness.topology, "overheat_diagnosis", NEW_DIAGNOSIS, LogDiagnosis)
     after = [d.name for d in LogDiagnosis.every()]
     assert after == [*before[:2], "overheated", *before[2:]]
 
 
 def test_a_new_phase_file_runs_in_its_place_on_launched_and_deployed_topologies(
-    new_module: object,
+    new_module: AddModule,
 ) -> None:
     profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
     topo = launch(profile, "cpu", profile.cases[0])  # planned and leased, nothing started
@@ -114,7 +118,7 @@ def test_a_new_phase_file_runs_in_its_place_on_launched_and_deployed_topologies(
         ]
         deployed = [p.name for p in Phase.for_topology(topo.plan, launched=False)]
         assert deployed == before[:-1]  # the loopback check reads this machine's sockets
-        new_module(harness.topology, "cooled_phase", NEW_PHASE, Phase)  # type: ignore[operator]
+        new_module(harness.topology, "cooled_phase", NEW_PHASE, Phase)
         after = [p.name for p in Phase.for_topology(topo.plan, launched=True)]
         assert after == [*before[:3], "cooled", *before[3:]]
     finally:

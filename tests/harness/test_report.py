@@ -2,7 +2,7 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 from xml.etree import ElementTree
 
 import pytest
@@ -21,6 +21,7 @@ from harness.report import (
     timeline_svg,
     validation_table,
 )
+from harness.topology.topology import Topology
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 TIMELINE = [
@@ -57,7 +58,8 @@ def make_result(
         longrepr=None,
     )
     failure = TopologyFailure(cause, "missing all-of word 'green'") if failing else None
-    record = CaseRecord(topology=topo, report=report, failure=failure)  # type: ignore[arg-type]
+    # the topology stand-in carries only what result_record reads of one
+    record = CaseRecord(topology=cast(Topology[Any], topo), report=report, failure=failure)
     if outcome == "error":
         record.teardown_failure = failure
     result = result_record(ServeCase(AGG, AGG.cases[0], "cpu"), record)

@@ -13,7 +13,7 @@ from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import PromptTokens
 from harness.payloads.chat import chat_body, fingerprint, warmup_bodies
-from harness.profiles import RequestSpec, load_profiles
+from harness.profiles import RequestSpec, Tier, load_profiles
 from harness.topology.roles import HealthSample
 from tests.harness.canned import URLS
 
@@ -67,7 +67,7 @@ def test_warmups_cover_each_media_kind_once() -> None:
     ]
 
 
-def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> CaseJudge:
+def judge_for(profile: str, tier: Tier, store: BaselineStore, signature: str) -> CaseJudge:
     """A judge of canned answers: no checkpoint behind them, so no model's answer to compare,
     and no launch to send media twins to."""
     return CaseJudge(
@@ -76,7 +76,7 @@ def judge_for(profile: str, tier: str, store: BaselineStore, signature: str) -> 
         "/nowhere",
         URLS,
         store,
-        signature,  # type: ignore[arg-type]
+        signature,
         JudgeSettings(model_answer=False, relations=False, frontend_metrics=False),
     )
 
@@ -111,7 +111,7 @@ def test_status_mismatch_is_http_error_or_wrong_answer() -> None:
 
 
 @pytest.mark.parametrize("tier", ["gpu", "cpu"])
-def test_refusal_must_say_why_on_both_tiers(tier: str) -> None:
+def test_refusal_must_say_why_on_both_tiers(tier: Tier) -> None:
     bad = next(c for c in PROFILES["epd_qwen3-vl-2b"].cases if c.suffix == "bad_input")
     judge = judge_for("epd_qwen3-vl-2b", tier, BaselineStore(), "s")
     deserialize = "data did not match any variant of untagged enum ChatCompletionRequest…"
@@ -220,14 +220,14 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     path names encode (wrong_path), the declared encoder-dtype defect does not show and says so
     without advising its own removal, and the logprobs line is listed, not the cause."""
     from harness.oracles.checks import OracleResult
-    from harness.oracles.registry import LogProbs, Path
+    from harness.oracles.registry import LogProbs, Oracle, Path
 
     case = PROFILES["epd_qwen3-vl-2b"].cases[0]
     judge = judge_for("epd_qwen3-vl-2b", "cpu", BaselineStore(), "s")
     seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=62)))
     path = OracleResult(False, "role 'encode' did not serve it: expected +1")
     numbers = OracleResult(True, "log-probabilities: 73 tokens, largest |gap| 2.64e-05")
-    failed = []
+    failed: list[tuple[Oracle, TopologyFailure]] = []
     for oracle, result in [(LogProbs(), numbers), (Path(), path)]:  # in the registry's order
         with pytest.raises(TopologyFailure) as err:
             judge.held(seen, oracle, result)
@@ -276,8 +276,8 @@ def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
     scope = CaseScope(case, "cpu", profile)
     oracle = EmbeddingCacheHit()
     assert oracle.applies(scope) and oracle.cause == Cause.CACHE_MISS
-    hit = CaseRun(scope, {}, embedding_hits={"encode": 1.0, "pd": 0.0})  # type: ignore[arg-type]
+    hit = CaseRun(scope, {}, embedding_hits={"encode": 1.0, "pd": 0.0})
     assert oracle.check(hit).passed
-    missed = CaseRun(scope, {}, embedding_hits={"encode": 0.0, "pd": None})  # type: ignore[arg-type]
+    missed = CaseRun(scope, {}, embedding_hits={"encode": 0.0, "pd": None})
     result = oracle.check(missed)
     assert not result.passed and "no worker" in result.detail

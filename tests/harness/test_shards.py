@@ -62,7 +62,9 @@ def test_cpu_baselines_bind_launches_into_one_unit() -> None:
 
 def test_unknown_cases_cost_a_share_of_their_budget() -> None:
     sc = selection("gpu")[0]
-    budget = sc.profile.tier("gpu").budget  # type: ignore[union-attr]
+    spec = sc.profile.tier("gpu")
+    assert spec is not None
+    budget = spec.budget
     request_part = budget.request_s * UNKNOWN_REQUEST_SHARE * len(sc.requests)
     assert case_seconds(sc, {}, first_of_launch=False) == pytest.approx(request_part)
     assert case_seconds(sc, {}, first_of_launch=True) == pytest.approx(

@@ -9,8 +9,9 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("startup", REPO_ROOT / "bench" / "startup.py")
-startup = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-spec.loader.exec_module(startup)  # type: ignore[union-attr]
+assert spec is not None and spec.loader is not None
+startup = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(startup)
 
 LOG = """Triton is installed, but `triton.backends` could not be imported.
 \x1b[2m2026-12-01T16:55:26.601807Z\x1b[0m  WARN __init__: dynamo.nixl_connect: Failed to load CuPy

@@ -14,7 +14,7 @@ tests stub the package with MagicMock, which would return garbage silently).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import torch
 
@@ -56,7 +56,8 @@ class _OpsNamespace:
         raise AttributeError(f"torch.ops.sgl_kernel.{name}: not in the CPU stand-in")
 
 
-torch.ops.sgl_kernel = _OpsNamespace()  # type: ignore[attr-defined]
+# torch.ops declares no namespaces (it makes them on attribute access): assigned through Any
+cast(Any, torch.ops).sgl_kernel = _OpsNamespace()
 
 
 def __getattr__(name: str) -> Callable[..., NoReturn]:
