@@ -98,7 +98,16 @@ def wait_until(condition: Callable[[], object], timeout_s: float = 10.0) -> None
 
 
 def named(procs: list[psutil.Process], name: str) -> list[psutil.Process]:
-    return [p for p in procs if p.name() == name]
+    """Those called `name`; one that exits between the scan and the look (the double fork's
+    middle process does, by design) is not one of them."""
+    found = []
+    for proc in procs:
+        try:
+            if proc.name() == name:
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def test_spawn_in_session_leads_a_new_session_and_logs_both_streams(
