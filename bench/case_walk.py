@@ -151,6 +151,14 @@ def layer_of(path: str) -> int:
     return LAYERS.index(LAYER_ALIASES.get(package, package))
 
 
+def same(stop: tuple[str, str], called: tuple[str, str]) -> bool:
+    """`called` is `stop`, or one implementation of the interface `stop` collapsed to (`*.m`)."""
+    (path, name), (called_path, called_name) = stop, called
+    if path != called_path:
+        return False
+    return name == called_name or (name.startswith("*.") and called_name.endswith(name[1:]))
+
+
 def climbs(callers: list[tuple[str, str, str]]) -> list[str]:
     return [f"{c} -> {p}:{n}" for p, n, c in callers if layer_of(p) > layer_of(c)]
 
@@ -195,7 +203,7 @@ def main() -> int:
         walk = json.loads(out.read_text())
     stops = [(str(path), str(name)) for path, name in walk["stops"]]
     callers = [(str(p), str(n), str(c)) for p, n, c in walk["callers"]]
-    handoffs = {(p, n) for p, n, c in callers if p != c}
+    handoffs = {stop for stop in stops for p, n, c in callers if p != c and same(stop, (p, n))}
     for n, (path, name) in enumerate(stops, 1):
         print(f"{n:3d} {'>' if (path, name) in handoffs else ' '} {path}:{name}")
     upward = climbs(callers)
