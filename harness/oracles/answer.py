@@ -183,6 +183,16 @@ class CaseScope:
         return (self.case.gpu if self.tier == "gpu" else self.case.cpu).status == status
 
 
+@dataclass(frozen=True)
+class BusySends:
+    """Requests a case oracle needs answered while one worker is busy: `hold`, a long request
+    streamed and held open, keeps the worker that took it busy; `rest` are sent one after
+    another meanwhile, each answered before the next."""
+
+    hold: dict[str, Any]
+    rest: list[dict[str, Any]]
+
+
 @dataclass
 class CaseRun:
     """A case's requests, all answered, as the case oracles see them."""
@@ -190,9 +200,11 @@ class CaseRun:
     scope: CaseScope
     start_counts: dict[str, float | None]  # each worker's request counter before the case
     hits: list[RequestHit | None] = field(default_factory=list)  # the case request's repeats
-    # the requests the case oracles declared (CaseOracle.sends_at_once), sent by the case loop
-    # once the case's own were answered: their statuses and the counters after them
+    # the requests the case oracles declared (CaseOracle.sends_while_busy), sent by the case loop
+    # once the case's own were answered: their statuses, the counters after them, and whether
+    # every hold was still in flight when the requests sent beside it were answered
     statuses: list[int] = field(default_factory=list)
     end_counts: dict[str, float | None] = field(default_factory=dict)
+    held: bool = True
     # how far each worker's embedding-cache hit counter moved over the case (None: no /metrics)
     embedding_hits: dict[str, float | None] = field(default_factory=dict)

@@ -20,7 +20,7 @@ import requests
 
 from harness.core.registered import Registered
 from harness.core.verdict import Cause
-from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope, content_of
+from harness.oracles.answer import Answer, BusySends, CaseRun, CaseScope, Scope, content_of
 from harness.oracles.checks import (
     KeywordOracle,
     MediaRelation,
@@ -102,10 +102,10 @@ class CaseOracle(Registered, root=True):
     def label(self, scope: CaseScope) -> str:
         return self.name
 
-    def sends_at_once(self, scope: CaseScope) -> list[dict[str, Any]]:
-        """Requests the case loop sends at once after the case's own (their statuses and the
-        counters after them are on the run it judges)."""
-        return []
+    def sends_while_busy(self, scope: CaseScope) -> BusySends | None:
+        """Requests the case loop sends after the case's own, while one worker holds a long one
+        (their statuses and the counters after them are on the run it judges)."""
+        return None
 
     def check(self, run: CaseRun) -> OracleResult:
         raise NotImplementedError
@@ -686,14 +686,22 @@ class EmbeddingCacheHit(CaseOracle):
         )
 
 
-SPREAD_REQUESTS = 4  # sent at once: a router that sees load sends some to the idle replica
+# The spread's held request: ~320 prompt tokens (distinct from the case's, so the router's load
+# on the worker holding it outweighs any prefix the others share with its cache) and up to 1600
+# tokens, never cut short by EOS, inside the CPU tier's 2048-token context
+# (launchers/lib/cpu_engine_args). SGLang on CPU decoded 1024 such tokens in 2.7-3.3 s; the
+# three sent beside it were answered in about 1 s, and the hold is closed then.
+SPREAD_HOLD_PROMPT = "Repeat after me: " + "apple banana cherry " * 25
+SPREAD_HOLD_TOKENS = 1600
+SPREAD_REQUESTS = 3  # sent while one worker holds the long request: the router sends them away
 
 
 class Spread(CaseOracle):
     """Behind a router, the case's requests reached every replica: 'two workers' is not one.
-    Requests sent one after another may all land on one replica (a KV router breaks ties the
-    same way when nothing is cached or in flight), so a few distinct ones are sent at once
-    first."""
+    Requests sent one after another may all land on one replica (a KV router with nothing in
+    flight breaks ties the same way, and a replica holding a prefix wins its repeats), so a few
+    are sent while one replica is held busy by a long request: a router that sees both sends
+    them to the other."""
 
     name = "spread"
     order = 20
@@ -705,21 +713,31 @@ class Spread(CaseOracle):
     def label(self, scope: CaseScope) -> str:
         return f"spread over the replicas {scope.profile.replicas}"
 
-    def sends_at_once(self, scope: CaseScope) -> list[dict[str, Any]]:
-        return [  # greedy like every request: sampling makes vLLM 0.31-CPU compile its sampler
-            {
-                "messages": [{"role": "user", "content": f"Count to {n} in words."}],
-                "max_tokens": 32,
-                "temperature": 0.0,
-            }
+    def sends_while_busy(self, scope: CaseScope) -> BusySends:
+        greedy = {"temperature": 0.0}  # like every request: sampling makes vLLM-CPU compile
+        hold = {
+            "messages": [{"role": "user", "content": SPREAD_HOLD_PROMPT}],
+            "max_tokens": SPREAD_HOLD_TOKENS,
+            "ignore_eos": True,
+            **greedy,
+        }
+        rest = [
+            {"messages": [{"role": "user", "content": f"Count to {n} in words."}], "max_tokens": 32}
+            | greedy
             for n in range(3, 3 + SPREAD_REQUESTS)
         ]
+        return BusySends(hold, rest)
 
     def check(self, run: CaseRun) -> OracleResult:
         failed = [status for status in run.statuses if status != 200]
         if failed:
-            return OracleResult(False, f"concurrent requests answered {failed}")
-        return check_spread(run.start_counts, run.end_counts, run.scope.profile.replicas)
+            return OracleResult(False, f"the requests sent beside a held one answered {failed}")
+        result = check_spread(run.start_counts, run.end_counts, run.scope.profile.replicas)
+        if not result.passed and not run.held:
+            return OracleResult(
+                False, f"{result.detail}; the held request ended before the others were answered"
+            )
+        return result
 
     def failure_cause(self, run: CaseRun) -> Cause:
         ok = all(status == 200 for status in run.statuses)

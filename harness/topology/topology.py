@@ -41,6 +41,7 @@ from harness.machine.port_registry import PortRegistry
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
 from harness.topology.dynamo_src import DynamoSource
+from harness.topology.held_request import HeldRequest
 from harness.topology.phases import Phase
 from harness.topology.plan import (
     LaunchPlan,
@@ -264,6 +265,13 @@ class Topology(Generic[D]):
             Cause.REQUEST_TIMEOUT,
             f"no answer to a chat request within {timeout:.0f} s; roles: {self.health_summary()}",
         )
+
+    def held_chat(self, body: dict[str, Any]) -> HeldRequest:
+        """POST /v1/chat/completions streamed and held open until closed (`with`): the worker
+        that took it stays busy meanwhile."""
+        body = {"model": self.plan.served_model_name, **body}
+        url = self.url_for("/v1/chat/completions")
+        return HeldRequest(self._http, url, body, self.plan.budget.request_s)
 
     # -- failures --------------------------------------------------------------------------
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure:

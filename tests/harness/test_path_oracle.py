@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from harness.cases.case import Served, declared_at_once, settled_path
+from harness.cases.case import HOLD_ATTEMPTS, Served, declared_while_busy, settled_path
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
@@ -119,6 +119,29 @@ class RouterThatNeverSpreadsDouble:
         self.counts["worker1"] += 1
         return type("Answer", (), {"status_code": 200})()
 
+    def held_chat(self, body: dict) -> HeldDouble:
+        self.counts["worker1"] += 1
+        self.holds += 1
+        return HeldDouble(finished=self.holds <= self.holds_ending_first)
+
+    holds = 0
+    holds_ending_first = 0  # this many holds end before the requests beside them are answered
+
+
+class HeldDouble:
+    """TEST DOUBLE for a held request: in flight until closed unless `finished`."""
+
+    status = 200
+
+    def __init__(self, finished: bool) -> None:
+        self.finished = finished
+
+    def __enter__(self) -> HeldDouble:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
 
 def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     profile = load_profile(
@@ -135,11 +158,39 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     no_media = cast(MediaURLs, None)  # judge_case reads no media URLs (only answers do)
     judge = CaseJudge(profile, "cpu", "/nowhere", no_media, BaselineStore(), "s")
     run = CaseRun(scope, topo.request_counts(), hits)
-    run.statuses, run.end_counts = declared_at_once(scope, cast(Served, topo))
-    assert run.statuses == [200] * SPREAD_REQUESTS
+    run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
+    assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.held
     with pytest.raises(TopologyFailure) as failure:
         judge.judge_case(run)
     assert failure.value.cause == Cause.WRONG_PATH
     assert failure.value.message.startswith(
         "the router sent every request of the case to one worker: worker1 +4, worker2 +0"
     )
+
+
+def spread_scope() -> CaseScope:
+    profile = load_profile(
+        REPO_ROOT / "profiles" / "sglang" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
+    )
+    return CaseScope(profile.cases[0], "cpu", profile)
+
+
+def test_a_hold_that_ended_first_is_held_again() -> None:
+    topo = RouterThatNeverSpreadsDouble()
+    topo.holds_ending_first = 1
+    statuses, _, held = declared_while_busy(spread_scope(), cast(Served, topo))
+    assert topo.holds == 2 and held
+    assert statuses == [200] * (1 + SPREAD_REQUESTS)  # the round that held
+
+
+def test_a_spread_judged_after_holds_that_all_ended_first_says_so() -> None:
+    topo = RouterThatNeverSpreadsDouble()
+    topo.holds_ending_first = HOLD_ATTEMPTS
+    scope = spread_scope()
+    run = CaseRun(scope, topo.request_counts(), [])
+    run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
+    assert topo.holds == HOLD_ATTEMPTS and not run.held
+    spread = next(o for o in applicable_to_case(scope) if o.name == "spread")
+    result = spread.check(run)
+    assert not result.passed
+    assert result.detail.endswith("the held request ended before the others were answered")
