@@ -216,10 +216,10 @@ def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str
     return {name: served.post_chat(body) for name, body in bodies.items()}
 
 
-# Holds tried before a spread is judged without one: on 2 cores Dynamo's frontend at times does
-# not take a new request until the stream it is sending ends, so the hold may end before the
-# rest reach the router (2 holds in 15 on SGLang CPU, docs/design-deviations.md). A router that
-# never spreads fails every hold that stays busy.
+# Holds tried before a spread is judged without one: on 2 busy cores a request sent beside the
+# hold at times reaches the frontend seconds later, so the hold may end before the rest reach the
+# router (3 holds in 15 on SGLang CPU; 1 round in 15 held twice, none three times:
+# docs/design-deviations.md). A router that never spreads fails every hold that stays busy.
 HOLD_ATTEMPTS = 3
 
 

@@ -23,7 +23,13 @@ IMAGE = os.environ.get("HARNESS_DOCKER_IMAGE", "serve-harness/busybox:local")
 
 
 CLIENT, SKIP_REASON = client_with_image(IMAGE, "run .ci/docker_setup.sh start to import it")
-pytestmark = pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON)
+pytestmark = [
+    pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON),
+    # Every `harness docker` start removes the containers of this host's killed runs, whoever's
+    # (test_docker_image's runs, in the heavy group, too). Beside them, one of those starts can
+    # remove this module's orphan before its own next run does (CI failed so once): one group.
+    pytest.mark.xdist_group("heavy"),
+]
 
 
 def harness_docker(*args: str) -> list[str]:
