@@ -5,8 +5,8 @@ One launch of a router profile (CPU tier); each round sends the spread oracle's 
 - `held`: as the case loop sends them (`declared_while_busy`: the three beside a held request,
   held again where the hold ended first);
 - `alone`: the same three one after another, no hold (the baseline);
-- `at_once`: the same three plus the hold's prompt as a short request, all sent at once (how the
-  oracle sent them before 2026-12-04).
+- `at_once`: the same three plus the hold's prompt as a short request, all sent at once (a check
+  that rests on the frontend receiving them together).
 A round spread where every replica's counter moved. Prints each round, then per method the
 rounds that spread, the holds used, and the mean round time against the baseline's.
 Usage: python bench/spread_rounds.py [--profile PATH] [--rounds N]   (one launch, ~2 min)

@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.skipif(CLIENT is None, reason=SKIP_REASON),
     # Every `harness docker` start removes the containers of this host's killed runs, whoever's
     # (test_docker_image's runs, in the heavy group, too). Beside them, one of those starts can
-    # remove this module's orphan before its own next run does (CI failed so once): one group.
+    # remove this module's orphan before its own next run does: one group, one at a time.
     pytest.mark.xdist_group("heavy"),
 ]
 

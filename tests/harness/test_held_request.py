@@ -15,6 +15,7 @@ import requests
 from harness.topology.held_request import HeldRequest
 
 CHUNK_S = 0.02  # the server's pause between chunks
+HANG_S = 60  # a deadline for a hang, not a speed: each wait ends within a chunk or two
 
 
 class StreamingServer(http.server.ThreadingHTTPServer):
@@ -74,17 +75,17 @@ def test_a_hold_closed_before_its_stream_ends_was_not_finished_and_cuts_the_stre
     server: StreamingServer,
 ) -> None:
     server.lines = 500  # 10 s of chunks
-    with requests.Session() as http, HeldRequest(http, url(server), {"n": 1}, 10) as held:
+    with requests.Session() as http, HeldRequest(http, url(server), {"n": 1}, HANG_S) as held:
         assert held.status == 200
         assert not held.finished
     assert not held.finished
-    assert server.client_left.wait(5)
+    assert server.client_left.wait(HANG_S)
 
 
 def test_a_hold_whose_stream_ended_by_itself_is_finished(server: StreamingServer) -> None:
     server.lines = 3
-    with requests.Session() as http, HeldRequest(http, url(server), {"n": 1}, 10) as held:
-        deadline = time.monotonic() + 5
+    with requests.Session() as http, HeldRequest(http, url(server), {"n": 1}, HANG_S) as held:
+        deadline = time.monotonic() + HANG_S
         while not held.finished and time.monotonic() < deadline:
             time.sleep(CHUNK_S)
         assert held.finished
@@ -92,6 +93,6 @@ def test_a_hold_whose_stream_ended_by_itself_is_finished(server: StreamingServer
 
 
 def test_a_hold_answered_with_an_error_status_is_finished_at_once(server: StreamingServer) -> None:
-    with requests.Session() as http, HeldRequest(http, url(server), {"bad": 1}, 10) as held:
+    with requests.Session() as http, HeldRequest(http, url(server), {"bad": 1}, HANG_S) as held:
         assert held.status == 400
         assert held.finished
