@@ -31,7 +31,7 @@ from harness.machine.memory_plan import plan_memory
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
@@ -140,7 +140,7 @@ class CaseRecord:
 
 
 def run_case(
-    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judge_for: Any, record: CaseRecord
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
 ) -> list[str]:
     """Launch (or reuse) the topology, send every request, judge each answer."""
     try:
@@ -151,13 +151,17 @@ def run_case(
         record.topology = pool.topology_for(sc.profile, sc.case)  # evidence of the failed launch
         raise
     record.topology, record.reused = topo, not pool.launched_here
-    judge: CaseJudge = judge_for(sc, topo)
+    plan = topo.plan
+    judge = CaseJudge(
+        sc.tier, plan.model, urls, judging.baselines, plan.signature, judging.settings
+    )
     case_counters = topo.role_counters()
     case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
     requests = sc.requests
     for request in requests:
         repeat_of_case = request is requests[0]
+        scope = Scope(request, sc.tier, sc.profile, judging.settings)
         body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
         before = topo.role_counters()
         routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
@@ -175,12 +179,12 @@ def run_case(
             usage = resp.json().get("usage")
             hits.append(request_hit(usage, before, after, frontend.router if frontend else None))
         answer = judge.answer(
-            request,
+            scope,
             body,
             resp,
             ran=ran,
             path=path,
-            sent=declared_requests(judge.scope(request), urls, topo),
+            sent=declared_requests(scope, urls, topo),
             tap_dir=tap_dir(topo),
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
         )

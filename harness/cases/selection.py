@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.cases.case import ServeCase
-from harness.payloads.chat import fingerprint
 from harness.profiles import Profile, Tier
 from harness.profiles.load import cadence_marks
 from harness.report.results import manifest_path
@@ -165,7 +164,7 @@ def needed(sc: ServeCase) -> set[Key]:
         return set()
     p = sc.profile
     return {
-        (p.stack, p.model.short_name, r.cpu.same_as, fingerprint(r))
+        (p.stack, p.model.short_name, r.cpu.same_as, r.fingerprint)
         for r in sc.requests
         if r.cpu.same_as and r.cpu.status == 200
     }
@@ -175,7 +174,7 @@ def given(sc: ServeCase) -> set[Key]:
     """Baseline answers this case records when it runs."""
     p = sc.profile
     return {
-        (p.stack, p.model.short_name, p.topology, fingerprint(r))
+        (p.stack, p.model.short_name, p.topology, r.fingerprint)
         for r in sc.requests
         if r.cpu.status == 200
     }

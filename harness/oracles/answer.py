@@ -26,7 +26,7 @@ from harness.oracles.reference import (
     reference,
 )
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
-from harness.payloads.chat import MediaURLs, fingerprint
+from harness.payloads.chat import MediaURLs
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.topology.roles import ImageTokenTally
 
@@ -77,7 +77,7 @@ class Scope:
             self.profile.stack,
             self.profile.model.short_name,
             topology or self.profile.topology,
-            fingerprint(self.request) + (OTHER_MEDIA if twin else ""),
+            self.request.fingerprint + (OTHER_MEDIA if twin else ""),
         )
 
 

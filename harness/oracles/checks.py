@@ -26,7 +26,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import MediaKind, RequestSpec, Tier
 
 EXCERPT_CHARS = 160
@@ -364,37 +363,30 @@ OTHER_TRANSPORT: dict[MediaKind, MediaKind] = {
 
 @dataclass(frozen=True)
 class MediaRelation:
+    """A request derived from a judged one: the same prompt with `media` (its media kinds, or
+    the other transport's), served from the other image/video (`other_media`) or the same."""
+
     name: str
-    body: dict[str, Any]
+    media: tuple[MediaKind, ...]
+    other_media: bool
     same: bool | None  # answer equal to (True) / different from (False) the judged one; None: GPU
     any_of: tuple[str, ...] = ()  # GPU: words the answer must name
 
 
-def relations(request: RequestSpec, urls: MediaURLs, tier: Tier) -> list[MediaRelation]:
+def relations(request: RequestSpec, tier: Tier) -> list[MediaRelation]:
     """The derived requests of one judged 200 request (none for a request without media)."""
     if not request.media or any(kind not in OTHER_TRANSPORT for kind in request.media):
         return []
-    other = urls.other
-    assert other is not None, "MediaURLs.serve gives every medium its other"
-    swapped = request_body(request, other)
+    media = tuple(request.media)
     if tier == "gpu":
         if not request.gpu.alt_any_of:
             return []
-        return [MediaRelation("other media", swapped, None, tuple(request.gpu.alt_any_of))]
-    transport = request.model_copy(update={"media": [OTHER_TRANSPORT[k] for k in request.media]})
+        return [MediaRelation("other media", media, True, None, tuple(request.gpu.alt_any_of))]
+    transport = tuple(OTHER_TRANSPORT[k] for k in request.media)
     return [
-        MediaRelation("other media", swapped, same=False),
-        MediaRelation("other transport", request_body(transport, urls), same=True),
+        MediaRelation("other media", media, True, same=False),
+        MediaRelation("other transport", transport, False, same=True),
     ]
-
-
-def relation_kinds(request: RequestSpec, tier: Tier) -> list[str]:
-    """The names of the relations `relations` builds for this request (no bodies built)."""
-    if not request.media or any(kind not in OTHER_TRANSPORT for kind in request.media):
-        return []
-    if tier == "gpu":
-        return ["other media"] if request.gpu.alt_any_of else []
-    return ["other media", "other transport"]
 
 
 def judge_relation(relation: MediaRelation, answer: str, status: int, derived: str) -> OracleResult:

@@ -24,16 +24,24 @@ from harness.oracles.registry import (
     media_blind_why,
 )
 from harness.payloads.chat import MediaURLs
-from harness.profiles import Profile, RequestSpec, Tier
+from harness.profiles import Tier
 
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
 NO_LONGER_SHOWS = ": it no longer shows; remove the known_defect declaration"
 UNREACHED = ": it did not show, and an earlier stage failed (not a reason to remove it)"
 
 
+@dataclass(frozen=True)
+class Judging:
+    """What a session judges every case against: the answers of its earlier launches (baselines
+    for the cross-topology and media-blind comparisons) and which optional oracles it runs."""
+
+    baselines: BaselineStore
+    settings: JudgeSettings = field(default_factory=JudgeSettings)
+
+
 @dataclass
 class CaseJudge:
-    profile: Profile
     tier: Tier
     model_dir: str
     urls: MediaURLs
@@ -44,15 +52,12 @@ class CaseJudge:
     # the last answer judged on the CPU tier with no numeric oracle that vouched, and why
     unnumbered: str | None = None
 
-    def scope(self, request: RequestSpec) -> Scope:
-        return Scope(request, self.tier, self.profile, self.settings)
-
     def answer(
-        self, request: RequestSpec, body: dict[str, Any], resp: requests.Response, **seen: Any
+        self, scope: Scope, body: dict[str, Any], resp: requests.Response, **seen: Any
     ) -> Answer:
-        """The answer to `request` as the oracles see it (`seen`: ran, path, sent, …)."""
+        """The answer to the scope's request as the oracles see it (`seen`: ran, path, sent, …)."""
         return Answer(
-            self.scope(request),
+            scope,
             body,
             resp,
             self.model_dir,

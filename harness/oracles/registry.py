@@ -33,7 +33,6 @@ from harness.oracles.checks import (
     excerpt,
     judge_relation,
     rejudged_in_float64,
-    relation_kinds,
     relations,
 )
 from harness.oracles.encoder_rows import encoder_features, relative_rms
@@ -49,7 +48,7 @@ from harness.oracles.serving import (
     check_router_hits,
     check_spread,
 )
-from harness.payloads.chat import MediaURLs
+from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, KnownDefect, Profile, RequestSpec, Tier
 from harness.topology.roles import EMBEDDING_HITS_TOTAL, IMAGE_TOKENS
 
@@ -528,22 +527,25 @@ class Relation(Answered):
     relation: str  # the relation's name in checks.relations
 
     def applies(self, scope: Scope) -> bool:
-        kinds = relation_kinds(scope.request, scope.tier)
-        return super().applies(scope) and scope.settings.relations and self.relation in kinds
+        if not (super().applies(scope) and scope.settings.relations):
+            return False
+        return any(r.name == self.relation for r in relations(scope.request, scope.tier))
 
-    def twin(self, scope: Scope, urls: MediaURLs) -> MediaRelation:
-        return next(
-            r for r in relations(scope.request, urls, scope.tier) if r.name == self.relation
-        )
+    def twin(self, scope: Scope) -> MediaRelation:
+        return next(r for r in relations(scope.request, scope.tier) if r.name == self.relation)
 
     def sends(self, scope: Scope, urls: MediaURLs) -> dict[str, dict[str, Any]]:
-        return {self.relation: self.twin(scope, urls).body}
+        twin = self.twin(scope)
+        media = urls.other if twin.other_media else urls
+        assert media is not None, "MediaURLs.serve gives every medium its other"
+        derived = scope.request.model_copy(update={"media": list(twin.media)})
+        return {self.relation: request_body(derived, media)}
 
     def check(self, answer: Answer) -> OracleResult:
         resp = answer.sent.get(self.relation)
         if resp is None:
             return OracleResult(False, f"the {self.relation} twin was not sent")
-        twin = self.twin(answer.scope, answer.urls)
+        twin = self.twin(answer.scope)
         result = judge_relation(twin, answer.content, resp.status_code, answer_text(resp))
         blind = resp.status_code == 200 and twin.same is False and answer.scope.tier == "cpu"
         if blind and not result.passed:

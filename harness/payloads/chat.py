@@ -95,11 +95,3 @@ def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True
         bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
     return bodies
 
-
-def fingerprint(request: RequestSpec) -> str:
-    """Same prompt, media content and length: same answer expected at temperature 0.
-
-    A URL and a base64 copy of the same file count as the same media: `image_b64` -> `image`.
-    """
-    media = ",".join(kind.split("_")[0] for kind in request.media)
-    return f"{request.prompt}|{media}|{request.max_tokens}"

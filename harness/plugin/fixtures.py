@@ -15,7 +15,7 @@ from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
 from harness.core.verdict import TopologyFailure
 from harness.oracles.answer import JudgeSettings, Scope
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
@@ -89,25 +89,16 @@ def serve_run(
 ) -> Any:
     record = request.node.stash.setdefault(RECORD, CaseRecord())
 
-    def judge_for(sc: ServeCase, topo: Any) -> CaseJudge:
-        settings = JudgeSettings(
-            # a deployed target has no other topology in this session to compare with
-            cross_topology=session_of(request.config).target is None,
-            excuse_defects=not request.config.getoption("--strict-defects"),
-        )
-        return CaseJudge(
-            sc.profile,
-            sc.tier,
-            topo.plan.model,
-            harness_media,
-            harness_baselines,
-            topo.plan.signature,
-            settings,
-        )
+    settings = JudgeSettings(
+        # a deployed target has no other topology in this session to compare with
+        cross_topology=session_of(request.config).target is None,
+        excuse_defects=not request.config.getoption("--strict-defects"),
+    )
+    judging = Judging(harness_baselines, settings)
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         try:
-            run_case(sc, harness_pool, harness_media, judge_for, record)
+            run_case(sc, harness_pool, harness_media, judging, record)
         except TopologyFailure as failure:  # a case whose answers others compare with
             for request in sc.requests:
                 key = Scope(request, sc.tier, sc.profile).key()

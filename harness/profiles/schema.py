@@ -207,6 +207,15 @@ class RequestSpec(Strict):
     # check): one image-bearing request, and on the CPU tier the processor's image tokens.
     image_token_metrics: bool = False
 
+    @property
+    def fingerprint(self) -> str:
+        """Same prompt, media content and length: same answer expected at temperature 0.
+
+        A URL and a base64 copy of the same file count as the same media: `image_b64` -> `image`.
+        """
+        media = ",".join(kind.split("_")[0] for kind in self.media)
+        return f"{self.prompt}|{media}|{self.max_tokens}"
+
     @model_validator(mode="after")
     def _path_has_reason(self) -> RequestSpec:
         if self.path and not self.path_reason:

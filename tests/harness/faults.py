@@ -23,7 +23,6 @@ import requests
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
@@ -31,6 +30,7 @@ from harness.topology.deployments import Launched
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.roles import HealthTimeline
 from harness.topology.topology import POLL_S, Topology, launch
+from tests.harness.canned import ProfileJudge
 
 PROFILES = Path(__file__).parent / "profiles"
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
@@ -270,9 +270,10 @@ def request_hang(tmp: Path) -> FaultRun:
     return run_fault(profile, body, request_phase=True)
 
 
-def _judge(topo: Topology[Launched], profile: Profile, tier: Tier = "cpu") -> CaseJudge:
+def _judge(topo: Topology[Launched], profile: Profile, tier: Tier = "cpu") -> ProfileJudge:
     urls = MediaURLs("", "", "", "", "", {})
-    return CaseJudge(profile, tier, topo.plan.model, urls, BaselineStore(), topo.plan.signature)
+    plan = topo.plan
+    return ProfileJudge(tier, plan.model, urls, BaselineStore(), plan.signature, profile=profile)
 
 
 def http_error(tmp: Path) -> FaultRun:
@@ -284,7 +285,7 @@ def http_error(tmp: Path) -> FaultRun:
         sent = {**HELLO, "model": "no-such-model"}
         resp = topo.post_chat(sent)
         judge = _judge(topo, profile)
-        judge.judge(judge.answer(profile.cases[0], sent, resp))
+        judge.judge(judge.seen(profile.cases[0], resp, sent))
 
     return run_fault(profile, body, request_phase=True)
 
@@ -307,7 +308,7 @@ def wrong_answer(tmp: Path) -> FaultRun:
         clock.fault, clock.note = time.monotonic(), "timed from the request"
         resp = topo.post_chat(HELLO)
         judge = _judge(topo, profile, tier="gpu")
-        judge.judge(judge.answer(request, HELLO, resp))
+        judge.judge(judge.seen(request, resp, HELLO))
 
     return run_fault(profile, body, request_phase=True)
 

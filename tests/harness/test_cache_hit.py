@@ -10,19 +10,17 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.oracles.serving import RequestHit, check_cache_hits, check_router_hits
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology.topology import Topology
 from tests.harness.selftest_scope import EXHAUSTIVE
 
 
@@ -109,13 +107,10 @@ def test_a_router_case_with_a_fault_fails_naming_it(
     sc = ServeCase(profile, case, "cpu")
     record = CaseRecord()
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
-
+    judging = Judging(BaselineStore())
     pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], urls))
     with pool, pytest.raises(TopologyFailure) as failed:
-        run_case(sc, pool, urls, judge_for, record)
+        run_case(sc, pool, urls, judging, record)
     message = failed.value.message
     if break_it is None:  # nothing cached anywhere: the router saw nothing, nor did the engines
         assert failed.value.cause is Cause.CACHE_MISS, failed.value

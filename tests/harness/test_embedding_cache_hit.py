@@ -8,18 +8,15 @@ serve suite's own multimodal_e_pd_fd_qwen."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology.topology import Topology
 from tests.harness.selftest_scope import EXHAUSTIVE
 
 E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"
@@ -48,13 +45,10 @@ def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaU
     profile = profile.model_copy(update={"cases": [uncached]})
     sc = ServeCase(profile, uncached, "cpu")
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
-
+    judging = Judging(BaselineStore())
     pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_b64"], urls, text=False))
     with pool, pytest.raises(TopologyFailure) as failed:
-        run_case(sc, pool, urls, judge_for, CaseRecord())
+        run_case(sc, pool, urls, judging, CaseRecord())
     assert failed.value.cause is Cause.CACHE_MISS, failed.value.report()
     message = failed.value.message
     assert "embedding cache hits over the case: no worker" in message, message

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,12 +17,11 @@ from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
-from harness.topology.topology import Topology
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
 from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_dynamo_src_launch import nothing_left
@@ -58,22 +56,16 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
     profile = load_profile(REPO_ROOT / PROFILES[which], REPO_ROOT)
     sc = ServeCase(profile, profile.cases[0], "cpu")
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        settings = JudgeSettings(cross_topology=False, relations=False)
-        return CaseJudge(
-            profile, "cpu", plan.model, urls, BaselineStore(), plan.signature, settings
-        )
-
+    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False, relations=False))
     # the warm-up and the clean request send the other image: a prefix cache holding the noisy
     # image's KV from a clean request would answer the noisy one without its rows
     red = other_image(urls)
     with TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], red, text=False)) as pool:
-        clean = run_case(sc, pool, red, judge_for, CaseRecord())
+        clean = run_case(sc, pool, red, judging, CaseRecord())
         switch.touch()
         record = CaseRecord()
         with pytest.raises(TopologyFailure) as noisy:
-            run_case(sc, pool, urls, judge_for, record)
+            run_case(sc, pool, urls, judging, record)
         assert pool.current is not None
         plan = pool.current.plan
     nothing_left(plan.topology_id, list(plan.ports.values()))

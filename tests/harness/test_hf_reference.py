@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore, reference_answer
 from harness.payloads.chat import MediaURLs, chat_body, warmup_bodies
 from harness.profiles import load_profile
 from harness.tiny_models import build_tiny_model
-from harness.topology.topology import Topology
 
 
 def test_the_reference_is_deterministic_and_sees_the_image(urls: MediaURLs) -> None:
@@ -64,13 +62,10 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
     sc = ServeCase(profile, case, "cpu")
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
-
+    judging = Judging(BaselineStore())
     try:
         with pytest.raises(TopologyFailure) as failure:
-            run_case(sc, pool, urls, judge_for, CaseRecord())
+            run_case(sc, pool, urls, judging, CaseRecord())
     finally:
         pool.close()
     assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()

@@ -6,49 +6,54 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.answer import Scope
 from harness.oracles.checks import MediaRelation, judge_relation, relations
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
+from harness.oracles.registry import OtherMedia, OtherTransport
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.payloads.media import RED_SQUARE_RGB, render_square_png
 from harness.profiles import RequestSpec, load_profile
-from harness.topology.topology import Topology
 
 AGG = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
 
 
 def test_cpu_relations_swap_media_and_transport(urls: MediaURLs) -> None:
     request = RequestSpec(prompt="Colour?", media=["image_url"])
-    other, transport = relations(request, urls, "cpu")
+    other, transport = relations(request, "cpu")
     assert other.same is False and transport.same is True
-    assert other.body["messages"][0]["content"][0]["image_url"]["url"].endswith("red_square.png")
-    assert transport.body["messages"][0]["content"][0]["image_url"]["url"] == urls.image_b64
-    assert relations(RequestSpec(prompt="hi"), urls, "cpu") == []
-    assert relations(RequestSpec(prompt="x", media=["image_url_bare"]), urls, "cpu") == []
+    assert other.other_media and other.media == ("image_url",)
+    assert not transport.other_media and transport.media == ("image_b64",)
+    scope = Scope(request, "cpu", AGG)
+    swapped = OtherMedia().sends(scope, urls)["other media"]
+    assert swapped["messages"][0]["content"][0]["image_url"]["url"].endswith("red_square.png")
+    by_b64 = OtherTransport().sends(scope, urls)["other transport"]
+    assert by_b64["messages"][0]["content"][0]["image_url"]["url"] == urls.image_b64
+    assert relations(RequestSpec(prompt="hi"), "cpu") == []
+    assert relations(RequestSpec(prompt="x", media=["image_url_bare"]), "cpu") == []
 
 
 def test_gpu_relation_names_the_other_colour(urls: MediaURLs) -> None:
     request = RequestSpec(
         prompt="Colour?", media=["image_b64"], gpu={"any_of": ["green"], "alt_any_of": ["red"]}
     )
-    (other,) = relations(request, urls, "gpu")
+    (other,) = relations(request, "gpu")
     assert judge_relation(other, "Green.", 200, "Red.").passed
     assert not judge_relation(other, "Green.", 200, "It is not red; it is green.").passed
 
 
 def test_judging_a_relation() -> None:
-    differ = MediaRelation("other media", {}, same=False)
+    differ = MediaRelation("other media", ("image_url",), True, same=False)
     assert judge_relation(differ, "abc", 200, "abd").passed
     same_answer = judge_relation(differ, "abc", 200, "abc")
     assert not same_answer.passed and "did not reach the model" in same_answer.detail
-    twin = MediaRelation("other transport", {}, same=True)
+    twin = MediaRelation("other transport", ("image_b64",), False, same=True)
     assert judge_relation(twin, "abc", 200, "abc").passed
     assert "differs from baseline at char 2" in judge_relation(twin, "abc", 200, "abd").detail
     assert judge_relation(twin, "abc", 500, "").detail == "other transport: HTTP 500, expected 200"
@@ -58,12 +63,10 @@ def run_agg_case(urls: MediaURLs) -> TopologyFailure:
     sc = ServeCase(AGG, AGG.cases[0], "cpu")  # an image by URL
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        return CaseJudge(AGG, "cpu", topo.plan.model, urls, BaselineStore(), topo.plan.signature)
-
+    judging = Judging(BaselineStore())
     try:
         with pytest.raises(TopologyFailure) as failure:
-            run_case(sc, pool, urls, judge_for, CaseRecord())
+            run_case(sc, pool, urls, judging, CaseRecord())
     finally:
         pool.close()
     return failure.value

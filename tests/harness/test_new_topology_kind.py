@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology.topology import Topology
 
 LAUNCHER = """#!/usr/bin/env bash
 # agg_twin: two aggregated workers behind the frontend's round-robin router.
@@ -67,12 +65,9 @@ def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
     pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
     record = CaseRecord()
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        return CaseJudge(profile, "cpu", plan.model, urls, BaselineStore(), plan.signature)
-
+    judging = Judging(BaselineStore())
     try:
-        checks = run_case(sc, pool, urls, judge_for, record)
+        checks = run_case(sc, pool, urls, judging, record)
     finally:
         pool.close()
     assert [r.name for r in profile.roles] == ["frontend", "event_broker", "twin1", "twin2"]

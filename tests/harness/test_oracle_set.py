@@ -11,7 +11,6 @@ import requests
 from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import Answer, CaseRun, CaseScope, JudgeSettings
 from harness.oracles.checks import OracleResult
-from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import (
     DECLARED,
@@ -21,7 +20,7 @@ from harness.oracles.registry import (
     case_oracles,
 )
 from harness.profiles import load_profiles
-from tests.harness.canned import URLS
+from tests.harness.canned import URLS, ProfileJudge
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 
@@ -63,17 +62,11 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
             for case in profile.cases:
                 listed = case_oracles(case, tier, profile)
                 for request, plan in zip((case, *case.follow_ups), listed, strict=True):
-                    judge = CaseJudge(
-                        profile,
-                        tier,
-                        "/nowhere",
-                        URLS,
-                        BaselineStore(),
-                        "s",
-                        strict,
+                    judge = ProfileJudge(
+                        tier, "/nowhere", URLS, BaselineStore(), "s", strict, profile=profile
                     )
                     ran.clear()
-                    judge.judge(judge.answer(request, {"messages": []}, canned(plan.status)))
+                    judge.judge(judge.seen(request, canned(plan.status)))
                     assert ran == [label.removesuffix(DECLARED) for label in plan.labels], (
                         profile.test_id(case),
                         tier,

@@ -156,7 +156,7 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
         RequestHit(100, 100, "usage", 1.0),
     ]
     no_media = cast(MediaURLs, None)  # judge_case reads no media URLs (only answers do)
-    judge = CaseJudge(profile, "cpu", "/nowhere", no_media, BaselineStore(), "s")
+    judge = CaseJudge("cpu", "/nowhere", no_media, BaselineStore(), "s")
     run = CaseRun(scope, topo.request_counts(), hits)
     run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
     assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.held

@@ -7,15 +7,14 @@ import requests
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.answer import JudgeSettings
+from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.checks import check_prompt_tokens
-from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import PromptTokens
-from harness.payloads.chat import chat_body, fingerprint, warmup_bodies
+from harness.payloads.chat import chat_body, warmup_bodies
 from harness.profiles import RequestSpec, Tier, load_profiles
 from harness.topology.roles import HealthSample
-from tests.harness.canned import URLS
+from tests.harness.canned import URLS, ProfileJudge
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
@@ -46,7 +45,7 @@ def test_fingerprint_treats_url_and_base64_as_same_media() -> None:
     a = RequestSpec(prompt="p", media=["image_url"])
     b = RequestSpec(prompt="p", media=["image_b64"])
     c = RequestSpec(prompt="p", media=["video_url"])
-    assert fingerprint(a) == fingerprint(b) != fingerprint(c)
+    assert a.fingerprint == b.fingerprint != c.fingerprint
 
 
 def test_malformed_media_kinds_build_the_mistake_they_name() -> None:
@@ -67,23 +66,23 @@ def test_warmups_cover_each_media_kind_once() -> None:
     ]
 
 
-def judge_for(profile: str, tier: Tier, store: BaselineStore, signature: str) -> CaseJudge:
+def judge_for(profile: str, tier: Tier, store: BaselineStore, signature: str) -> ProfileJudge:
     """A judge of canned answers: no checkpoint behind them, so no model's answer to compare,
     and no launch to send media twins to."""
-    return CaseJudge(
-        PROFILES[profile],
+    return ProfileJudge(
         tier,
         "/nowhere",
         URLS,
         store,
         signature,
         JudgeSettings(model_answer=False, relations=False, frontend_metrics=False),
+        profile=PROFILES[profile],
     )
 
 
-def verdict(judge: CaseJudge, request: RequestSpec, resp: requests.Response) -> list[str]:
+def verdict(judge: ProfileJudge, request: RequestSpec, resp: requests.Response) -> list[str]:
     """The judge on a canned answer (no launch: no path, no twins to send)."""
-    return judge.judge(judge.answer(request, {"messages": []}, resp))
+    return judge.judge(judge.seen(request, resp))
 
 
 def test_gpu_judge_keywords_pass_and_fail() -> None:
@@ -158,7 +157,7 @@ def test_a_case_whose_baseline_failed_is_not_judged_against_it() -> None:
     plain, b64 = e_pd.cases[0], e_pd.cases[1]
     b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
     judge = judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd")
-    key = judge.scope(plain).key()
+    key = Scope(plain, "cpu", e_pd).key()
     store.record_failure(key, "mm_e_pd_qwen3-vl-2b", "no_health_source")
     lines = verdict(judge, b64, response(200, answer("xyz")))
     line = next(c for c in lines if c.startswith("same as e_pd"))
@@ -194,7 +193,7 @@ def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
     (defect,) = case.cpu.defects
     assert "prompt_tokens" in defect.oracles
     judge = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
-    seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=115)))
+    seen = judge.seen(case, response(200, answer("x", prompt_tokens=115)))
     shows = check_prompt_tokens(answer("x", prompt_tokens=115), 114)
     line = judge.held(seen, PromptTokens(), shows)
     assert line.startswith("upstream defect llava-encoder-feature-layer holds: prompt_tokens 115")
@@ -203,14 +202,14 @@ def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
         judge.held(seen, PromptTokens(), gone)
     strict = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
     strict.settings = JudgeSettings(model_answer=False, relations=False, excuse_defects=False)
-    seen = strict.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=115)))
+    seen = strict.seen(case, response(200, answer("x", prompt_tokens=115)))
     with pytest.raises(TopologyFailure) as named:
         strict.held(seen, PromptTokens(), shows)
     assert "encode_utils.py encode_image_embeddings() computes" in named.value.message
     assert named.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
     assert strict.held(seen, PromptTokens(), gone) == "prompt_tokens 114 == expected 114"
     undeclared = PROFILES["e_pd_qwen3-vl-2b"].cases[0]
-    other = judge.answer(undeclared, {"messages": []}, response(200, answer("x")))
+    other = judge.seen(undeclared, response(200, answer("x")))
     with pytest.raises(TopologyFailure, match="prompt_tokens 115 != expected 114"):
         judge.held(other, PromptTokens(), shows)
 
@@ -224,7 +223,7 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
 
     case = PROFILES["epd_qwen3-vl-2b"].cases[0]
     judge = judge_for("epd_qwen3-vl-2b", "cpu", BaselineStore(), "s")
-    seen = judge.answer(case, {"messages": []}, response(200, answer("x", prompt_tokens=62)))
+    seen = judge.seen(case, response(200, answer("x", prompt_tokens=62)))
     path = OracleResult(False, "role 'encode' did not serve it: expected +1")
     numbers = OracleResult(True, "log-probabilities: 73 tokens, largest |gap| 2.64e-05")
     failed: list[tuple[Oracle, TopologyFailure]] = []
@@ -251,7 +250,7 @@ def test_the_image_token_metric_must_count_the_request() -> None:
     assert case.image_token_metrics
     judge = judge_for("agg_qwen3-vl-2b", "gpu", BaselineStore(), "s")
     judge.settings = JudgeSettings(model_answer=False, relations=False)  # as a launch has it
-    seen = judge.answer(case, {"messages": []}, response(200, answer("green")))
+    seen = judge.seen(case, response(200, answer("green")))
     assert ImageTokens().applies(seen.scope)
     seen.image_tokens = ImageTokenTally(1, 256)
     assert ImageTokens().check(seen).passed

@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
 from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.judge import CaseJudge
+from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import Profile, load_profile
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DYNAMO_SRC_ENV
 from harness.topology.plan import LaunchPlan
-from harness.topology.topology import Topology
 from tests.harness.dynamo_checkout import PROBE, build_checkout
 from tests.harness.test_dynamo_src_launch import nothing_left
 
@@ -69,18 +67,12 @@ def run_shape(sc: ServeCase, urls: MediaURLs) -> tuple[list[str], LaunchPlan, di
     """The case judged by every oracle but the cross-topology one (no baseline launch here);
     (checks, its plan, each role's adapter record)."""
 
-    def judge_for(case: ServeCase, topo: Topology[Any]) -> CaseJudge:
-        plan = topo.plan
-        settings = JudgeSettings(cross_topology=False)
-        return CaseJudge(
-            sc.profile, "cpu", plan.model, urls, BaselineStore(), plan.signature, settings
-        )
-
+    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
     record = CaseRecord()
     kinds = {kind for r in sc.requests for kind in r.media}
     with TopologyPool("cpu", lambda sig: warmup_bodies(kinds, urls, text=False)) as pool:
         try:
-            checks = run_case(sc, pool, urls, judge_for, record)
+            checks = run_case(sc, pool, urls, judging, record)
         finally:
             topo = pool.current or record.topology
             assert topo is not None
