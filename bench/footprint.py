@@ -18,13 +18,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
 
 
 def measure(profile: Profile, idle_s: float, nixl_delay_us: str) -> dict[str, float]:
     env = {**os.environ, "HARNESS_NIXL_PTHR_DELAY_US": nixl_delay_us}
-    with launch(profile, "cpu", profile.cases[0], base_env=env) as topo:
+    with launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), base_env=env) as topo:
         launcher = topo.deployment.roles.launcher
         assert launcher is not None and topo.ready_s is not None
         cpu0, t0 = tree_cpu_s(launcher), time.monotonic()

@@ -25,6 +25,7 @@ from harness.core.paths import REPO_ROOT, cache_dir
 from harness.payloads.chat import MediaURLs, chat_body
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import Profile, load_profiles
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
 
@@ -41,7 +42,7 @@ TOKENS = 50  # the SGLang router case's answers in the issue's measurement: abou
 
 def measure(profile: Profile, urls: MediaURLs, requests: int, idle_s: float, env: dict) -> dict:
     body = {**chat_body(PROMPT, ["image_url"], TOKENS, urls), "ignore_eos": True}
-    with launch(profile, "cpu", profile.cases[0], base_env=env) as topo:
+    with launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), base_env=env) as topo:
         launcher = topo.deployment.roles.launcher
         assert launcher is not None and topo.ready_s is not None
         cpu0, t0 = tree_cpu_s(launcher), time.monotonic()

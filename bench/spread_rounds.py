@@ -31,6 +31,7 @@ from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import CaseScope
 from harness.oracles.registry import Spread
 from harness.profiles import load_profile
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology, launch
 
 DEFAULT_PROFILE = "profiles/sglang/agg_router_qwen3-vl-2b.yaml"
@@ -72,7 +73,7 @@ def main() -> int:
     spread: dict[str, int] = dict.fromkeys(METHODS, 0)
     seconds: dict[str, list[float]] = {name: [] for name in METHODS}
     holds = 0
-    with launch(profile, "cpu", case) as topo:
+    with launch(LaunchSpec.of(profile, "cpu", case)) as topo:
         for n in range(args.rounds):
             for name, send in METHODS.items():
                 before = topo.request_counts()

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, load_profiles
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import STOP_GRACE_S, launch
 
 BASELINE = {"name": "anchor (5 s worker grace, 8 s wait)", "grace": 8.0, "dyn_grace": "5"}
@@ -36,7 +37,7 @@ def shm() -> set[str]:
 def one(profile: Profile, mode: dict) -> tuple[float, set[str]]:
     before = shm()
     env = {**os.environ, "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": mode["dyn_grace"]}
-    topo = launch(profile, "cpu", profile.cases[0], base_env=env)
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), base_env=env)
     with topo:
         report = topo.stop(grace_s=mode["grace"])
     assert report is not None

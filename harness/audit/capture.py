@@ -25,6 +25,7 @@ from harness.core.paths import marker_env
 from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.dynamo_src import DynamoSource
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import LaunchPlan, contract_of, resolve
 from harness.topology.role_adapter import DRY_ENV, REAL_PYTHON_ENV
 
@@ -104,8 +105,8 @@ class Capture:
     refused: dict[str, str] = field(default_factory=dict)  # role -> why the adapter refused it
 
 
-def fake_ports(profile: Profile, root: Path) -> dict[str, int]:
-    names = contract_of(profile, DynamoSource.from_env(), root).names
+def fake_ports(launch: LaunchSpec, root: Path) -> dict[str, int]:
+    names = contract_of(launch, DynamoSource.from_env(), root).names
     return {name: FAKE_PORT_BASE + i for i, name in enumerate(names)}
 
 
@@ -122,11 +123,10 @@ def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Pat
     """GPU tier: with the GPUs and per-role memory a lease on idle cards of the profile's claimed
     size would hand the launcher (nothing is leased)."""
     base_env = {**os.environ, **simulated_gpu_env(profile)} if tier == "gpu" else None
+    launch = LaunchSpec.of(profile, tier, case, root)
     return resolve(
-        profile,
-        tier,
-        case,
-        ports=fake_ports(profile, root),
+        launch,
+        ports=fake_ports(launch, root),
         run_dir=work / "run",
         scratch_dir=work / "s",
         model=audit_model(profile, tier),

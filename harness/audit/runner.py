@@ -24,7 +24,7 @@ from harness.audit.checks import (
 from harness.audit.engine_flags import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
-from harness.topology.plan import launcher_args
+from harness.topology.launch_spec import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 

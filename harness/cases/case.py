@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,7 +39,8 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.topology.held_request import HeldRequest
-from harness.topology.plan import ENCODER_TAP_ENV, launch_signature
+from harness.topology.launch_spec import LaunchSpec
+from harness.topology.plan import ENCODER_TAP_ENV
 from harness.topology.roles import (
     FrontendTally,
     WorkerCounters,
@@ -112,11 +114,16 @@ class ServeCase:
             return short
         return missing_engine(self.profile.stack)
 
+    @cached_property
+    def launch_spec(self) -> LaunchSpec:
+        """The launch this case runs on (a profile without this tier has none: ValueError)."""
+        return LaunchSpec.of(self.profile, self.tier, self.case)
+
     @property
     def signature(self) -> str | None:
-        if self.profile.tier(self.tier) is None:
-            return None
-        return launch_signature(self.profile, self.tier, self.case)
+        """Cases with equal signatures share one launched topology, across profiles too (e.g.
+        `epd` and `epd_video` run on the same E/P/D launch); None: no launch on this tier."""
+        return None if self.profile.tier(self.tier) is None else self.launch_spec.signature
 
 
 @dataclass
@@ -144,11 +151,11 @@ def run_case(
 ) -> list[str]:
     """Launch (or reuse) the topology, send every request, judge each answer."""
     try:
-        topo = pool.get(sc.profile, sc.case)
+        topo = pool.get(sc.launch_spec)
     except GpuUnavailable as unavailable:  # the machine changed since collection
         pytest.skip(str(unavailable))
     except TopologyFailure:
-        record.topology = pool.topology_for(sc.profile, sc.case)  # evidence of the failed launch
+        record.topology = pool.topology_for(sc.launch_spec)  # evidence of the failed launch
         raise
     record.topology, record.reused = topo, not pool.launched_here
     plan = topo.plan
@@ -326,7 +333,7 @@ def settled_path(
 
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
-Opener = Callable[[Profile, Tier, CaseSpec, Sequence[dict[str, Any]], PortRegistry], Topology[Any]]
+Opener = Callable[[LaunchSpec, Sequence[dict[str, Any]], PortRegistry], Topology[Any]]
 
 
 class TopologyPool:
@@ -352,8 +359,8 @@ class TopologyPool:
         self.failed: dict[str, tuple[TopologyFailure, Topology[Any]]] = {}
         self.launched_here = False
 
-    def get(self, profile: Profile, case: CaseSpec) -> Topology[Any]:
-        signature = launch_signature(profile, self.tier, case)
+    def get(self, spec: LaunchSpec) -> Topology[Any]:
+        signature = spec.signature
         if signature in self.failed:
             raise self.failed[signature][0]
         self.launched_here = False
@@ -365,17 +372,17 @@ class TopologyPool:
                 raise
             return self.current
         self.close()
-        topo = self.opener(profile, self.tier, case, self.warmups_for(signature), self.registry)
+        topo = self.opener(spec, self.warmups_for(signature), self.registry)
         args = " ".join(topo.plan.args) or "no launcher args"
-        self.say(f"launching {profile.name} ({args})")
-        topo.timeline.listeners.append(self._relay(profile.name))
+        self.say(f"launching {spec.name} ({args})")
+        topo.timeline.listeners.append(self._relay(spec.name))
         try:
             self._held.enter_context(topo)  # a failed start stops itself
         except TopologyFailure as failure:
             self.failed[signature] = (failure, topo)
-            self.say(f"{profile.name} failed to start: {failure.cause.value}")
+            self.say(f"{spec.name} failed to start: {failure.cause.value}")
             raise
-        self.say(f"{profile.name} ready in {topo.ready_s or 0:.1f} s")
+        self.say(f"{spec.name} ready in {topo.ready_s or 0:.1f} s")
         self.current = topo
         self.launched_here = True
         return topo
@@ -383,9 +390,9 @@ class TopologyPool:
     def _relay(self, name: str) -> Callable[[dict[str, Any]], None]:
         return lambda e: self.say(f"  {name} +{e['t']:.1f} s {e['role']}: {e['state']}")
 
-    def topology_for(self, profile: Profile, case: CaseSpec) -> Topology[Any] | None:
-        """The live or failed topology this case ran (or tried to run) on."""
-        signature = launch_signature(profile, self.tier, case)
+    def topology_for(self, spec: LaunchSpec) -> Topology[Any] | None:
+        """The live or failed topology this launch ran (or tried to run) on."""
+        signature = spec.signature
         if self.current is not None and self.current.plan.signature == signature:
             return self.current
         failed = self.failed.get(signature)

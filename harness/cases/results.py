@@ -26,7 +26,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.topology.dynamo_src import DynamoSource
-from harness.topology.plan import launcher_script
+from harness.topology.launch_spec import launcher_script
 
 if TYPE_CHECKING:
     from harness.cases.case import CaseRecord, ServeCase
@@ -110,10 +110,8 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
 def launcher_run(sc: ServeCase) -> str:
     """The launcher the case ran: ours, or the checkout's own (`<checkout>:<path>`)."""
     source = DynamoSource.from_env()
-    if (
-        source is not None
-        and launcher_script(sc.profile, source) != REPO_ROOT / sc.profile.launcher
-    ):
+    ours = REPO_ROOT / sc.profile.launcher
+    if source is not None and launcher_script(ours, sc.profile.upstream_launcher, source) != ours:
         return f"{source.root.name}:{sc.profile.upstream_launcher}"
     return sc.profile.launcher
 

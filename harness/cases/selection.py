@@ -256,9 +256,9 @@ def units(cases: Sequence[ServeCase]) -> list[list[ServeCase]]:
             join(i, by_signature[key])
         by_signature.setdefault(key, i)
     for i, consumer in enumerate(cases):
-        for key in needed(consumer):
+        for wanted in needed(consumer):
             for j, provider in enumerate(cases):
-                if provider.signature != consumer.signature and key in given(provider):
+                if provider.signature != consumer.signature and wanted in given(provider):
                     join(i, j)
     groups: dict[int, list[ServeCase]] = {}
     for i, sc in enumerate(cases):

@@ -21,6 +21,7 @@ from harness.cli.main import (
 from harness.core.verdict import TopologyFailure
 from harness.machine.tier import detect_tier
 from harness.topology.deployments import Launched
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import handling
 from harness.topology.topology import Topology, launch
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     warmups = [TEXT_WARMUP] if sends_text and not args.no_warmup else []
     started = time.monotonic()
     with interrupt_on_term():
-        topo = launch(profile, tier, case, warmups)
+        topo = launch(LaunchSpec.of(profile, tier, case), warmups)
         print(f"launching {profile.name} ({tier}) logs in {topo.plan.log_dir}", flush=True)
         try:
             with topo:

@@ -29,8 +29,7 @@ from harness.machine.gpus import (
     wait_memory_returned,
 )
 from harness.machine.lease_file import HeldLease, LeaseFile, NewLease, OwnedLease, registry_path
-from harness.machine.memory_plan import MemoryPlan, launcher_memory_env, plan_memory
-from harness.profiles import Profile
+from harness.machine.memory_plan import Deployable, MemoryPlan, launcher_memory_env, plan_memory
 
 GPU_REGISTRY_ENV = "HARNESS_GPU_REGISTRY"
 
@@ -255,7 +254,7 @@ class GpuSlot:
             self.lease.release()
 
 
-def take_gpus(profile: Profile, tag: str) -> GpuSlot:
+def take_gpus(profile: Deployable, tag: str) -> GpuSlot:
     """Wait for room for the profile's memory plan (shared safely under xdist). Raises
     GpuUnavailable when this machine could never hold it."""
     inventory = GpuInventory.detect()

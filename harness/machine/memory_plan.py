@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
-from harness.profiles import Profile, RoleSpec
+from harness.profiles import GpuTierSpec, ModelSpec, RoleSpec
 
 FACTS_DIR = Path(__file__).parent / "model_facts"
 
@@ -269,11 +271,23 @@ class MemoryPlan:
         return out
 
 
-def gpu_roles(profile: Profile) -> list[RoleSpec]:
-    return [r for r in profile.roles if r.kind == "worker"]
+class Deployable(Protocol):
+    """What a memory plan reads: a profile, or one launch of it (topology/launch_spec.py)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> ModelSpec: ...
+
+    @property
+    def gpu(self) -> GpuTierSpec: ...
+
+    @property
+    def roles(self) -> Sequence[RoleSpec]: ...
 
 
-def plan_memory(profile: Profile) -> MemoryPlan:
+def plan_memory(profile: Deployable) -> MemoryPlan:
     """The memory plan of a profile's GPU tier."""
     spec = profile.gpu
     facts = model_facts(profile.model.short_name)
@@ -284,7 +298,9 @@ def plan_memory(profile: Profile) -> MemoryPlan:
         max_num_batched_tokens=spec.max_num_batched_tokens or spec.max_model_len,
     )
     roles = tuple(
-        role_memory(r.name, r.gpu.device, r.gpu.holds, facts, limits) for r in gpu_roles(profile)
+        role_memory(r.name, r.gpu.device, r.gpu.holds, facts, limits)
+        for r in profile.roles
+        if r.kind == "worker"
     )
     return MemoryPlan(profile.name, int(spec.card_gib * GIB), limits, roles)
 

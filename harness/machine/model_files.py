@@ -1,4 +1,4 @@
-"""Which model a profile runs on a tier: the tiny local build (CPU) or the cached Hugging Face
+"""Which model a launch runs on a tier: the tiny local build (CPU) or the cached Hugging Face
 model (GPU), downloaded once under a file lock where allowed."""
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from pathlib import Path
 import filelock
 
 from harness.core.verdict import Cause, TopologyFailure
-from harness.profiles import Profile, Tier
+from harness.profiles import ModelSpec, Tier
 
 DOWNLOAD_ENV = "HARNESS_DOWNLOAD_MODELS"
 
 
-def model_for(profile: Profile, tier: Tier) -> str:
+def model_for(model: ModelSpec, tier: Tier) -> str:
     if tier == "cpu":
         from harness.tiny_models import build_tiny_model
 
-        assert profile.model.cpu is not None
-        return str(build_tiny_model(profile.model.cpu))
-    return ensure_cached(profile.model.gpu)
+        assert model.cpu is not None
+        return str(build_tiny_model(model.cpu))
+    return ensure_cached(model.gpu)
 
 
 def ensure_cached(repo_id: str) -> str:

@@ -94,4 +94,3 @@ def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True
     for kind in sorted(set(kinds) - MALFORMED):
         bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
     return bodies
-

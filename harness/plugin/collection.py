@@ -26,7 +26,7 @@ from harness.machine.memory_plan import GIB, plan_memory
 from harness.plugin.options import session_of
 from harness.profiles import ProfileError, load_profiles
 from harness.profiles.load import mark_names
-from harness.topology.plan import layout_args
+from harness.topology.launch_spec import layout_args
 from harness.topology.target import TargetSpec
 
 DESELECTED = pytest.StashKey[list[pytest.Item]]()

@@ -20,6 +20,7 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import attach, launch, new_run_dir
 
@@ -69,8 +70,9 @@ def target_opener(spec: TargetSpec) -> Any:
     """The pool's opener in target mode: attach to the deployment instead of launching."""
     api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
 
-    def open_target(profile: Any, tier: Any, case: Any, warmups: Any, registry: Any) -> Any:
-        return attach(target_plan(spec, profile, new_run_dir(profile, tier)), warmups, api_key)
+    def open_target(launch: LaunchSpec, warmups: Any, registry: Any) -> Any:
+        plan = target_plan(spec, launch, new_run_dir(launch.name, launch.tier))
+        return attach(plan, warmups, api_key)
 
     return open_target
 

@@ -2,13 +2,12 @@
 
 - `launcher_env` (and `adapter_env`): the environment a launcher runs under: tier settings,
   ports, per-topology dirs, markers, and what the role adapter reads.
-- `resolve` -> `LaunchPlan`: everything needed to launch one topology, resolved, with no side
-  effects; `launch_signature` says which cases share one launch.
+- `resolve` -> `LaunchPlan`: everything needed to start one launch (launch_spec.py) on this
+  machine's ports and dirs, resolved, with no side effects.
 - `check_launcher`: refuse a launcher that cannot run, before anything starts."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,9 +19,10 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT, cache_dir, sglang_python
 from harness.core.secrets import redact_env, scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.profiles import Budget, CaseSpec, Profile, RoleSpec, Tier
+from harness.profiles import Budget, RoleSpec, Tier
 from harness.profiles.launchers import fixed_ports, text_with_used_files
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.port_contract import FRONTEND_PORT, PortContract, port_contract
 from harness.topology.processes import foreign_listeners
 
@@ -235,53 +235,13 @@ class LaunchPlan:
         }
 
 
-def launcher_script(profile: Profile, source: DynamoSource | None, root: Path = REPO_ROOT) -> Path:
-    """The launcher a profile runs: upstream's, from the checkout under test, where it holds it
-    (--dynamo-src); else ours."""
-    if source is not None and profile.upstream_launcher:
-        script = source.root / profile.upstream_launcher
-        if script.is_file():
-            return script
-    return root / profile.launcher
-
-
 def contract_of(
-    profile: Profile, source: DynamoSource | None = None, root: Path = REPO_ROOT
+    launch: LaunchSpec, source: DynamoSource | None = None, root: Path = REPO_ROOT
 ) -> PortContract:
-    """The ports a launch of the profile is handed (port_contract.py), with the variables its
-    launcher's text reads as a hint of what more to lease."""
-    return port_contract(profile, text_with_used_files(launcher_script(profile, source, root)))
-
-
-def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
-    """What makes one launch of a profile differ from another: the tier's layout flags, then
-    the case's (a deployed target states the same, `launcher_args` in its file)."""
-    spec = profile.tier(tier)
-    assert spec is not None
-    return [*spec.launcher_args, *case.launcher_args]
-
-
-def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
-    """As upstream's tests invoke a launcher: the profile's model first, then layout_args."""
-    return ["--model", profile.model.gpu, *layout_args(profile, tier, case)]
-
-
-def launch_signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
-    """Cases with equal signatures share one launched topology, across profiles too
-    (e.g. `epd` and `epd_video` run on the same E/P/D launch)."""
-    spec = profile.tier(tier)
-    assert spec is not None
-    source = DynamoSource.from_env()
-    key = {
-        "launcher": str(launcher_script(profile, source)),
-        "args": launcher_args(profile, tier, case),
-        "env": {**profile.env, **spec.env},
-        "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
-        "tier": tier,
-        "roles": [r.model_dump() for r in profile.roles],
-    }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{Path(profile.launcher).stem}-{tier}-{digest}"
+    """The ports a launch is handed (port_contract.py), with the variables its launcher's text
+    reads as a hint of what more to lease."""
+    text = text_with_used_files(launch.script(source))
+    return port_contract(launch.worker_roles, launch.stack, text)
 
 
 ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"
@@ -300,21 +260,21 @@ def encoder_tap_env(log_dir: Path, pythonpath: str | None) -> dict[str, str]:
 
 
 def adapter_env(
-    profile: Profile, model: str, env: Mapping[str, str], ports: Mapping[str, int]
+    launch: LaunchSpec, model: str, env: Mapping[str, str], ports: Mapping[str, int]
 ) -> dict[str, str]:
     """What the role adapter (harness/topology/role_adapter.py) reads: the real interpreter, which
     role each health-port variable names, every leased port (a role handed another is refused),
     the profile's model and its tiny checkpoint, and the device leased for each GPU position."""
-    role_ports = {r.health_port: r.name for r in profile.worker_roles if r.health_port}
+    role_ports = {r.health_port: r.name for r in launch.worker_roles if r.health_port}
     extra = {
         "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
         "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
         "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
         "HARNESS_ROLE_PORTS": json.dumps(role_ports),
         "HARNESS_LEASED_PORTS": json.dumps({str(port): name for name, port in ports.items()}),
-        "HARNESS_PROFILE": profile.name,
-        "HARNESS_STACK": profile.stack,
-        "HARNESS_PROFILE_MODEL": profile.model.gpu,
+        "HARNESS_PROFILE": launch.name,
+        "HARNESS_STACK": launch.stack,
+        "HARNESS_PROFILE_MODEL": launch.model.gpu,
         "HARNESS_CPU_MODEL": model,
     }
     if env.get("HARNESS_DEVICE") == "cpu":
@@ -330,9 +290,7 @@ def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:
 
 
 def resolve(
-    profile: Profile,
-    tier: Tier,
-    case: CaseSpec,
+    launch: LaunchSpec,
     *,
     ports: Mapping[str, int],
     run_dir: Path,
@@ -343,54 +301,51 @@ def resolve(
     base_env: Mapping[str, str] | None = None,
     root: Path = REPO_ROOT,
 ) -> LaunchPlan:
-    spec = profile.tier(tier)
-    if spec is None:
-        raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
     source = DynamoSource.from_env(base_env)
-    contract = contract_of(profile, source, root)
+    contract = contract_of(launch, source, root)
     missing = [n for n in contract.names if n not in ports]
     if missing:
-        raise ValueError(f"profile {profile.name}: no port leased for {missing}")
-    served = profile.model.gpu
+        raise ValueError(f"profile {launch.name}: no port leased for {missing}")
+    served = launch.model.gpu
     env = launcher_env(
-        tier=tier,
+        tier=launch.tier,
         model=model,
         served_model_name=served,
         ports=contract.env(ports),
         scratch_dir=scratch_dir,
         log_dir=run_dir / "logs",
-        extra={**profile.env, **spec.env},
+        extra=launch.env,
         marker_env=marker_env,
         base=base_env,
     )
     if source is not None:
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
-    if tier == "cpu":
+    if launch.tier == "cpu":
         env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
-    env.update(adapter_env(profile, model, env, ports))
-    launcher, args = launcher_script(profile, source, root), launcher_args(profile, tier, case)
-    if launcher != root / profile.launcher:  # the checkout's own
+    env.update(adapter_env(launch, model, env, ports))
+    launcher, args = launch.script(source), list(launch.args)
+    if launcher != launch.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
-    role_names = {r.name for r in profile.roles}  # wide_ports naming neither: the audit says so
+    role_names = {r.name for r in launch.roles}  # wide_ports naming neither: the audit says so
     return LaunchPlan(
-        profile=profile.name,
-        tier=tier,
+        profile=launch.name,
+        tier=launch.tier,
         launcher=launcher,
         args=tuple(args),
         model=model,
         served_model_name=served,
-        roles=tuple(_role_plan(r, ports) for r in profile.roles),
+        roles=tuple(_role_plan(r, ports) for r in launch.roles),
         ports=dict(ports),
         run_dir=run_dir,
         scratch_dir=scratch_dir,
-        budget=spec.budget,
+        budget=launch.budget,
         topology_id=topology_id,
-        signature=launch_signature(profile, tier, case),
+        signature=launch.signature,
         env=env,
         dynamo_src=source,
-        loopback_only=profile.not_loopback is None,
-        wide_ports=frozenset(ports[key] for key in profile.wide_ports if key in ports),
-        wide_roles=frozenset(key for key in profile.wide_ports if key in role_names),
+        loopback_only=launch.loopback_only,
+        wide_ports=frozenset(ports[key] for key in launch.wide_ports if key in ports),
+        wide_roles=frozenset(key for key in launch.wide_ports if key in role_names),
     )
 
 

@@ -21,10 +21,10 @@ sees at exec (harness/topology/role_adapter.py), and a port nobody leased is ref
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.profiles import Profile
+from harness.profiles import RoleSpec
 from harness.profiles.launchers import launcher_port_vars
 
 FRONTEND_PORT = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
@@ -68,12 +68,14 @@ class PortContract:
         return env | MANAGED
 
 
-def port_contract(profile: Profile, launcher_text: str) -> PortContract:
-    """The ports a launch of `profile` is handed; `launcher_text`: the launcher and what it uses."""
-    workers = len(profile.worker_roles)
-    system = list(dict.fromkeys([*indexed(SYSTEM_PORT, workers), *health_ports(profile)]))
+def port_contract(worker_roles: Sequence[RoleSpec], stack: str, launcher_text: str) -> PortContract:
+    """The ports a launch of these workers on `stack` is handed; `launcher_text`: the launcher
+    and what it uses."""
+    workers = len(worker_roles)
+    health = [r.health_port for r in worker_roles if r.health_port]
+    system = list(dict.fromkeys([*indexed(SYSTEM_PORT, workers), *health]))
     per_worker = [*system, *indexed(NIXL_SIDE_CHANNEL_PORT, workers)]
-    if profile.stack == "dynamo-sglang":
+    if stack == "dynamo-sglang":
         per_worker += indexed(SGLANG_NCCL_PORT, workers)
     kv_events = tuple(indexed(KV_EVENT_PORT, workers))
     aliases = {SYSTEM_PORT: system[0], KV_EVENT_PORT: kv_events[0]} if workers else {}
@@ -93,7 +95,3 @@ def offered_to_all(name: str) -> bool:
     per-worker ports and ours, a base's further ports): none need be consumed."""
     prefixes = (SYSTEM_PORT, KV_EVENT_PORT, NIXL_SIDE_CHANNEL_PORT, SGLANG_NCCL_PORT)
     return "+" in name or any(re.fullmatch(rf"{p}\d+", name) for p in prefixes)
-
-
-def health_ports(profile: Profile) -> list[str]:
-    return [r.health_port for r in profile.worker_roles if r.health_port]

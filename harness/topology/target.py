@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.profiles import Profile, Tier
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import (
     LaunchPlan,
     RolePlan,
@@ -76,10 +77,8 @@ def check_target(spec: TargetSpec, profile: Profile, path: Path) -> None:
         raise TargetError("\n".join(problems))
 
 
-def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan:
-    tier_spec = profile.tier(spec.tier)
-    if tier_spec is None:
-        raise TargetError(f"profile {profile.name} has no {spec.tier} tier")
+def target_plan(spec: TargetSpec, launch: LaunchSpec, run_dir: Path) -> LaunchPlan:
+    """The plan of a deployed target: its roles' URLs where the target file gives them."""
     roles = tuple(
         RolePlan(
             r.name,
@@ -91,23 +90,23 @@ def target_plan(spec: TargetSpec, profile: Profile, run_dir: Path) -> LaunchPlan
         )
         if r.name in spec.roles
         else RolePlan(r.name, r.kind, None)
-        for r in profile.roles
+        for r in launch.roles
     )
     env = dict(os.environ)
     return LaunchPlan(
-        profile=profile.name,
+        profile=launch.name,
         tier=spec.tier,
         launcher=Path("/dev/null"),
         args=tuple(spec.launcher_args),
-        model=spec.model_dir or profile.model.gpu,
-        served_model_name=spec.served_model_name or profile.model.gpu,
+        model=spec.model_dir or launch.model.gpu,
+        served_model_name=spec.served_model_name or launch.model.gpu,
         roles=roles,
         ports={},
         run_dir=run_dir,
         scratch_dir=run_dir / "scratch",
-        budget=tier_spec.budget,
-        topology_id=f"target-{profile.name}",
-        signature=f"target-{profile.name}",
+        budget=launch.budget,
+        topology_id=f"target-{launch.name}",
+        signature=f"target-{launch.name}",
         env=env,
         frontend=spec.frontend,
     )

@@ -38,10 +38,11 @@ from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.machine.gpu_leases import take_gpus
 from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
-from harness.profiles import CaseSpec, Profile, Tier
+from harness.profiles import Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
 from harness.topology.dynamo_src import DynamoSource
 from harness.topology.held_request import HeldRequest
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
 from harness.topology.plan import (
     LaunchPlan,
@@ -322,17 +323,16 @@ def session_id() -> str:
     return os.environ.get(SESSION_ID_ENV) or uuid.uuid4().hex[:12]
 
 
-def new_run_dir(profile: Profile, tier: Tier) -> Path:
+def new_run_dir(name: str, tier: Tier) -> Path:
+    """A fresh run dir (logs, timeline) for a launch of the profile `name`."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = runs_dir() / session_id() / f"{profile.name}-{tier}-{stamp}-{uuid.uuid4().hex[:4]}"
+    path = runs_dir() / session_id() / f"{name}-{tier}-{stamp}-{uuid.uuid4().hex[:4]}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def launch(
-    profile: Profile,
-    tier: Tier,
-    case: CaseSpec,
+    spec: LaunchSpec,
     warmups: Sequence[dict[str, Any]] = (),
     registry: PortRegistry | None = None,
     base_env: dict[str, str] | None = None,
@@ -340,11 +340,11 @@ def launch(
     """A topology not yet entered: `with launch(...) as topo:` starts it and waits until ready."""
     registry = registry or PortRegistry()
     topology_id = uuid.uuid4().hex
-    tag = f"{profile.name}:{topology_id[:8]}"
-    gpus = take_gpus(profile, tag) if tier == "gpu" else None
+    tag = f"{spec.name}:{topology_id[:8]}"
+    gpus = take_gpus(spec, tag) if spec.tier == "gpu" else None
     if gpus is not None:
         base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
-    contract = contract_of(profile, DynamoSource.from_env(base_env))
+    contract = contract_of(spec, DynamoSource.from_env(base_env))
     lease = registry.lease(list(contract.singles), tag=tag, runs=contract.runs)
 
     def release() -> None:
@@ -354,13 +354,11 @@ def launch(
 
     try:
         plan = resolve(
-            profile,
-            tier,
-            case,
+            spec,
             ports=lease.ports,
-            run_dir=new_run_dir(profile, tier),
+            run_dir=new_run_dir(spec.name, spec.tier),
             scratch_dir=Path(tempfile.gettempdir()) / f"harness-{topology_id[:12]}",
-            model=model_for(profile, tier),
+            model=model_for(spec.model, spec.tier),
             topology_id=topology_id,
             marker_env=marker_env(topology_id, session_id(), os.getpid()),
             base_env=base_env,

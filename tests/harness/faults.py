@@ -27,6 +27,7 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.topology.deployments import Launched
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.roles import HealthTimeline
 from harness.topology.topology import POLL_S, Topology, launch
@@ -90,7 +91,7 @@ def run_fault(
     request_phase: bool = False,
 ) -> FaultRun:
     """Launch `profile` (cpu tier), run `body` once ready, and capture the named failure."""
-    topo = launch(profile, "cpu", profile.cases[0], warmups=warmups or [])
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), warmups=warmups or [])
     clock = Clock()
     failure: TopologyFailure | None = None
     with _held(before(topo) if before else None):
@@ -371,7 +372,8 @@ FAULTS: list[Fault] = [
 def healthy_readiness_overhead() -> dict[str, float]:
     """A healthy mocker topology with one warm-up: seconds from the last worker turning ready
     (timeline) to the first request being sent, and the other phase marks."""
-    topo = launch(fault_profile("mocker"), "cpu", fault_profile("mocker").cases[0], [HELLO])
+    profile = fault_profile("mocker")
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), [HELLO])
     first_sent: list[float] = []
     original = topo.post_chat
 

@@ -137,6 +137,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     from harness.core.paths import marker_env
     from harness.profiles import load_profile
     from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
+    from harness.topology.launch_spec import LaunchSpec
     from harness.topology.plan import resolve
 
     profile = load_profile(REPO_ROOT / "profiles/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
@@ -147,11 +148,10 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
     def plan(tier: Tier, env: dict[str, str] = base) -> LaunchPlan:
+        spec = LaunchSpec.of(profile, tier, profile.cases[0])
         return resolve(
-            profile,
-            tier,
-            profile.cases[0],
-            ports=fake_ports(profile, REPO_ROOT),
+            spec,
+            ports=fake_ports(spec, REPO_ROOT),
             run_dir=tmp_path / tier,
             scratch_dir=tmp_path / "s",
             model="m",

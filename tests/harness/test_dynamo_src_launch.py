@@ -17,6 +17,7 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import (
@@ -40,7 +41,7 @@ def nothing_left(topology_id: str, ports: list[int]) -> None:
 
 def launch_failure(monkeypatch: pytest.MonkeyPatch, checkout: Path) -> TopologyFailure:
     monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
-    topo = launch(PROFILE, "cpu", PROFILE.cases[0])
+    topo = launch(LaunchSpec.of(PROFILE, "cpu", PROFILE.cases[0]))
     ports = list(topo.plan.ports.values())
     with pytest.raises(TopologyFailure) as failure, topo:
         pass

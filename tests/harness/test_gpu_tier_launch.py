@@ -13,6 +13,7 @@ from harness.machine.gpu_leases import GpuLeaseBroker, GpuUnavailable
 from harness.machine.gpus import GpuInventory
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import load_profiles
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 
 PROFILES = {
@@ -34,7 +35,7 @@ def test_uncached_model_fails_fast_and_gives_gpus_back(
     profile = PROFILES["vllm/agg_qwen3-vl-2b.yaml"]
     registry = PortRegistry(tmp_path / "ports.json")
     with pytest.raises(TopologyFailure) as err:
-        launch(profile, "gpu", profile.cases[0], registry=registry)
+        launch(LaunchSpec.of(profile, "gpu", profile.cases[0]), registry=registry)
     assert err.value.cause == Cause.MODEL_NOT_CACHED
     assert "huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in err.value.message
     assert "HARNESS_DOWNLOAD_MODELS=1" in err.value.message
@@ -45,7 +46,7 @@ def test_uncached_model_fails_fast_and_gives_gpus_back(
 def test_case_needing_more_gpus_than_exist_is_refused(simulated: GpuLeaseBroker) -> None:
     profile = PROFILES["vllm/epd_llava-1.5-7b.yaml"]  # 3 GPUs by its memory plan, 2 here
     with pytest.raises(GpuUnavailable) as refused:
-        launch(profile, "gpu", profile.cases[0])
+        launch(LaunchSpec.of(profile, "gpu", profile.cases[0]))
     assert str(refused.value).endswith(
         "needs 3 GPU(s) (13.9 GiB, 18.5 GiB, 18.5 GiB); 2 visible"
     ), refused.value

@@ -17,6 +17,7 @@ from harness.audit.capture import simulated_gpu_env
 from harness.core.paths import REPO_ROOT, marker_env
 from harness.profiles import Tier, load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import contract_of, resolve
 from harness.topology.role_adapter import DRY_ENV, split_args
 from tests.harness.dynamo_checkout import build_checkout
@@ -31,16 +32,15 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     base.pop(DYNAMO_SRC_ENV, None)
     if checkout is not None:
         base[DYNAMO_SRC_ENV] = str(checkout)
+    case = PROFILE.cases[1]  # b64 + --frontend-decoding: every worker gets the flag
+    spec = LaunchSpec.of(PROFILE, tier, case)
     names = sorted(
-        set(contract_of(PROFILE, DynamoSource.from_env(base)).names)
-        | set(contract_of(PROFILE, None).names)
+        set(contract_of(spec, DynamoSource.from_env(base)).names)
+        | set(contract_of(spec, None).names)
     )
     ports = {name: 21400 + i for i, name in enumerate(names)}  # the same port per variable
-    case = PROFILE.cases[1]  # b64 + --frontend-decoding: every worker gets the flag
     plan = resolve(
-        PROFILE,
-        tier,
-        case,
+        spec,
         ports=ports,
         run_dir=tmp / "run",
         scratch_dir=tmp / "s",

@@ -7,6 +7,7 @@ import pytest
 from harness.core.paths import TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.port_registry import PortRegistry
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
@@ -14,7 +15,9 @@ from tests.harness.faults import fault_profile
 
 def test_frontend_bound_to_all_interfaces_is_named(tmp_path: Path) -> None:
     profile = fault_profile("mocker", launcher_args=["--frontend-host", "0.0.0.0"])
-    topo = launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"))
+    topo = launch(
+        LaunchSpec.of(profile, "cpu", profile.cases[0]), registry=PortRegistry(tmp_path / "p.json")
+    )
     with pytest.raises(TopologyFailure) as err, topo:
         pass
     assert err.value.cause == Cause.EXPOSED_LISTENER
@@ -26,6 +29,8 @@ def test_frontend_bound_to_all_interfaces_is_named(tmp_path: Path) -> None:
 
 def test_loopback_topology_passes_the_check(tmp_path: Path) -> None:
     profile = fault_profile("mocker")
-    with launch(profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json")) as t:
+    with launch(
+        LaunchSpec.of(profile, "cpu", profile.cases[0]), registry=PortRegistry(tmp_path / "p.json")
+    ) as t:
         assert "loopback_only" in t.phase_times
         assert len(t.processes()) >= 4  # launcher, event broker, frontend, worker

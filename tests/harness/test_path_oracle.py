@@ -23,6 +23,7 @@ from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import load_profile
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import RolePlan
 from harness.topology.roles import parse_counters
 from harness.topology.topology import launch
@@ -95,7 +96,7 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
     media = build_media(cache_dir() / "media")
     with AssetServer(media.green_square_png.parent) as server:
         urls = MediaURLs.serve(server, media)
-        with launch(profile, "cpu", case, warmup_bodies([], urls)) as topo:
+        with launch(LaunchSpec.of(profile, "cpu", case), warmup_bodies([], urls)) as topo:
             before = topo.role_counters()
             resp = topo.post_chat(request_body(case, urls))
             assert resp.status_code == 200  # the answer alone looks fine

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles import Profile, Tier, load_profiles
-from harness.topology.plan import LaunchPlan, contract_of, launch_signature, resolve
+from harness.profiles import CaseSpec, Profile, Tier, load_profiles
+from harness.topology.launch_spec import LaunchSpec
+from harness.topology.plan import LaunchPlan, contract_of, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
@@ -14,11 +15,10 @@ PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 def plan_for(
     profile: Profile, tier: Tier = "cpu", case_index: int = 0, env: dict[str, str] | None = None
 ) -> LaunchPlan:
-    ports = {name: 21000 + i for i, name in enumerate(contract_of(profile).names)}
+    spec = LaunchSpec.of(profile, tier, profile.cases[case_index])
+    ports = {name: 21000 + i for i, name in enumerate(contract_of(spec).names)}
     return resolve(
-        profile,
-        tier,
-        profile.cases[case_index],
+        spec,
         ports=ports,
         run_dir=Path("/runs/x"),
         scratch_dir=Path("/tmp/harness-x"),
@@ -66,9 +66,13 @@ def test_describe_redacts_secrets() -> None:
 def test_signature_shared_across_profiles_and_split_by_launcher_args() -> None:
     epd, video = PROFILES["epd_qwen3-vl-2b"], PROFILES["epd_video_qwen3-vl-2b"]
     plain, decoding = epd.cases[0], epd.cases[1]
-    assert launch_signature(epd, "cpu", plain) == launch_signature(video, "cpu", video.cases[0])
-    assert launch_signature(epd, "cpu", plain) != launch_signature(epd, "cpu", decoding)
-    assert launch_signature(epd, "cpu", plain) != launch_signature(epd, "gpu", plain)
+
+    def signature(profile: Profile, tier: Tier, case: CaseSpec) -> str:
+        return LaunchSpec.of(profile, tier, case).signature
+
+    assert signature(epd, "cpu", plain) == signature(video, "cpu", video.cases[0])
+    assert signature(epd, "cpu", plain) != signature(epd, "cpu", decoding)
+    assert signature(epd, "cpu", plain) != signature(epd, "gpu", plain)
 
 
 def test_gpu_tier_uses_layout_args() -> None:
@@ -86,9 +90,7 @@ def test_missing_port_is_an_error() -> None:
     profile = PROFILES["agg_qwen3-vl-2b"]
     with pytest.raises(ValueError, match="no port leased"):
         resolve(
-            profile,
-            "cpu",
-            profile.cases[0],
+            LaunchSpec.of(profile, "cpu", profile.cases[0]),
             ports={},
             run_dir=Path("/r"),
             scratch_dir=Path("/s"),

@@ -10,15 +10,19 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.machine.port_registry import PortRegistry
-from harness.profiles import load_profiles
+from harness.profiles import RoleSpec, load_profiles
 from harness.topology.port_contract import offered_to_all, port_contract
 from harness.topology.role_adapter import Refused, adapt
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
 
+def workers_of(name: str) -> tuple[list[RoleSpec], str]:
+    return PROFILES[name].worker_roles, PROFILES[name].stack
+
+
 def test_the_contract_is_upstreams_for_every_worker_whatever_the_text_reads() -> None:
-    contract = port_contract(PROFILES["epd_qwen3-vl-2b"], "")
+    contract = port_contract(*workers_of("epd_qwen3-vl-2b"), "")
     names = contract.names
     for prefix in ("DYN_SYSTEM_PORT", "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT", "DYN_VLLM_KV_EVENT_PORT"):
         assert [f"{prefix}{i}" for i in (1, 2, 3)] == [n for n in names if n[:-1] == prefix]
@@ -35,13 +39,13 @@ def test_the_contract_is_upstreams_for_every_worker_whatever_the_text_reads() ->
     )
     assert kv == sorted(kv)
     assert env["DYN_MANAGED_PORTS"] == "1"
-    sglang = port_contract(PROFILES["sglang_e_pd_qwen3-vl-2b"], "").names
+    sglang = port_contract(*workers_of("sglang_e_pd_qwen3-vl-2b"), "").names
     assert {"SGLANG_NCCL_PORT1", "SGLANG_NCCL_PORT2"} <= set(sglang)
 
 
 def test_a_base_the_text_reads_is_leased_as_a_run_and_other_hints_singly() -> None:
     text = 'B="${KV_EVENTS_PORT_BASE:-29090}"; P=${DYN_DISAGG_BOOTSTRAP_PORT:-12345}'
-    contract = port_contract(PROFILES["sglang_agg_router_qwen3-vl-2b"], text)
+    contract = port_contract(*workers_of("sglang_agg_router_qwen3-vl-2b"), text)
     [run] = [r for r in contract.runs if r[0] == "KV_EVENTS_PORT_BASE"]
     assert len(run) == 4  # two workers, offsets of 1 or 2 per worker
     assert "DYN_DISAGG_BOOTSTRAP_PORT" in contract.singles

@@ -17,6 +17,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
 from harness.topology.deployments import Deployed
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import Topology
 
@@ -70,7 +71,7 @@ def test_a_role_death_mid_request_is_raised_without_waiting_for_the_request(
 ) -> None:
     profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
     spec = TargetSpec(profile="agg", tier="cpu", frontend=silent_frontend_double, roles={})
-    plan = target_plan(spec, profile, tmp_path)
+    plan = target_plan(spec, LaunchSpec.of(profile, spec.tier, profile.cases[0]), tmp_path)
     topo = Topology(plan, [], RoleDiesDouble(after_s=0.5))
     with pytest.raises(TopologyFailure) as failure:
         topo.post_chat({"messages": []}, timeout_s=REQUEST_TIMEOUT_S)

@@ -18,6 +18,7 @@ from harness.core.registered import Registered, forget_imported
 from harness.oracles.registry import CaseOracle, Oracle, case_checks, case_oracles
 from harness.profiles import load_profile
 from harness.topology.diagnoses import LogDiagnosis
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
 from harness.topology.topology import launch
 
@@ -105,7 +106,9 @@ def test_a_new_phase_file_runs_in_its_place_on_launched_and_deployed_topologies(
     new_module: AddModule,
 ) -> None:
     profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
-    topo = launch(profile, "cpu", profile.cases[0])  # planned and leased, nothing started
+    topo = launch(
+        LaunchSpec.of(profile, "cpu", profile.cases[0])
+    )  # planned and leased, nothing started
     try:
         before = [p.name for p in Phase.for_topology(topo.plan, launched=True)]
         assert [p.name for p in topo.phases] == before

@@ -18,6 +18,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Profile, load_profile
 from harness.topology.discovery import registered_cards, registered_components
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
@@ -40,7 +41,7 @@ def epd_with(tmp_path: Path, old: str, new: str) -> Profile:
 
 
 def failure_of(profile: Profile) -> TopologyFailure:
-    topo = launch(profile, "cpu", profile.cases[0])
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]))
     with pytest.raises(TopologyFailure) as info, topo:
         pass
     return info.value
@@ -68,7 +69,7 @@ def test_decode_serving_another_model_is_named(tmp_path: Path) -> None:
 
 def test_shipped_epd_roles_register_the_components_their_profile_names() -> None:
     profile = load_profile(EPD, REPO_ROOT)
-    with launch(profile, "cpu", profile.cases[0]) as topo:
+    with launch(LaunchSpec.of(profile, "cpu", profile.cases[0])) as topo:
         kv = topo.plan.scratch_dir / "discovery"
         components = registered_components(kv)
         cards = registered_cards(kv)
@@ -95,7 +96,7 @@ def test_a_frontend_without_nixl_is_named_with_its_own_line(tmp_path: Path) -> N
         update={"launcher": str(tmp_path / "launchers" / "vllm" / "disagg_multimodal_epd.sh")}
     )
     case = next(c for c in profile.cases if "--frontend-decoding" in c.launcher_args)
-    topo = launch(profile, "cpu", case)
+    topo = launch(LaunchSpec.of(profile, "cpu", case))
     with pytest.raises(TopologyFailure) as info, topo:
         pass
     failure = info.value

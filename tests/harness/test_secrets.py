@@ -9,6 +9,7 @@ import pytest
 from harness.core.secrets import REDACTED, is_secret, redact_env, scrub_text
 from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.port_registry import PortRegistry
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
 
@@ -40,9 +41,8 @@ def test_a_secret_in_a_role_log_stays_out_of_the_verdict(tmp_path: Path) -> None
     # The real mocker rejects an unknown flag and echoes it into its log: the secret is in the log.
     profile = fault_profile("mocker", launcher_args=["--", "--no-such-flag", SECRET])
     env = {**os.environ, "HF_TOKEN": SECRET}
-    topo = launch(
-        profile, "cpu", profile.cases[0], registry=PortRegistry(tmp_path / "p.json"), base_env=env
-    )
+    spec = LaunchSpec.of(profile, "cpu", profile.cases[0])
+    topo = launch(spec, registry=PortRegistry(tmp_path / "p.json"), base_env=env)
     with pytest.raises(TopologyFailure) as err, topo:
         pass
     assert err.value.cause == Cause.ROLE_EXITED

@@ -21,6 +21,7 @@ import pytest
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Profile, load_profile
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.roles import HealthTimeline
 from harness.topology.topology import launch
@@ -56,7 +57,7 @@ def epd_profile(launcher: Path, **budget: float) -> Profile:
 
 
 def run_to_failure(profile: Profile) -> tuple[TopologyFailure, HealthTimeline, str]:
-    topo = launch(profile, "cpu", profile.cases[0])
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]))
     with pytest.raises(TopologyFailure) as info, topo:
         pass
     assert not marked_processes(TOPOLOGY_ID_ENV, topo.plan.topology_id), "processes left"

@@ -16,6 +16,7 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 
@@ -30,7 +31,7 @@ def test_a_multimodal_worker_that_never_registers_is_named(
 ) -> None:
     monkeypatch.setenv(DYNAMO_SRC_ENV, str(patched_checkout(SEED_PATCH, tmp_path / "dynamo")))
     profile = load_profile(E_PD, REPO_ROOT)
-    topo = launch(profile, "cpu", profile.cases[0])
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]))
     with pytest.raises(TopologyFailure) as raised, topo:
         pass
     failure = raised.value

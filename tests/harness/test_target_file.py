@@ -10,6 +10,7 @@ import yaml
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profile
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetError, check_target, load_target, target_plan
 
 EPD = load_profile(REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml", REPO_ROOT)
@@ -33,7 +34,7 @@ def test_a_full_target_plans_each_role_at_its_urls(tmp_path: Path) -> None:
     path = write(tmp_path)
     spec = load_target(path)
     check_target(spec, EPD, path)
-    plan = target_plan(spec, EPD, tmp_path / "run")
+    plan = target_plan(spec, LaunchSpec.of(EPD, spec.tier, EPD.cases[0]), tmp_path / "run")
     assert plan.frontend == "http://127.0.0.1:8000"
     assert {r.name: r.health_url for r in plan.workers} == {
         name: urls["health"] for name, urls in ROLES.items()

@@ -20,6 +20,7 @@ import yaml
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import check_target, load_target, target_plan
 from harness.topology.topology import attach
 from tests.harness.selftest_scope import EXHAUSTIVE
@@ -130,7 +131,9 @@ def test_cases_run_against_a_topology_another_process_holds(
         spec = load_target(target)
         profile = load_profile(REPO_ROOT / "profiles" / "vllm" / f"{name}.yaml", REPO_ROOT)
         check_target(spec, profile, target)
-        plan = target_plan(spec, profile, tmp_path / "watch")
+        plan = target_plan(
+            spec, LaunchSpec.of(profile, spec.tier, profile.cases[0]), tmp_path / "watch"
+        )
         with attach(plan, [], None) as topo, pytest.raises(TopologyFailure) as failure:
             os.kill(victim_pid, signal.SIGKILL)
             killed = time.monotonic()

@@ -18,6 +18,7 @@ import pytest
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.profiles import load_profile
 from harness.topology.deployments import Launched
+from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import Topology, launch
 
@@ -53,7 +54,7 @@ def test_a_stop_while_an_engine_core_starts_leaves_nothing() -> None:
     profile = load_profile(P_D, REPO_ROOT)
     took = []
     for attempt in range(REPEATS):
-        topo = launch(profile, "cpu", profile.cases[0])
+        topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]))
         ports = list(topo.plan.ports.values())
         topo.start()
         cores: list[psutil.Process] = []
