@@ -26,6 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from harness.core.verdict import Cause
 from harness.profiles import MediaKind, RequestSpec, Tier
 
 EXCERPT_CHARS = 160
@@ -42,6 +43,7 @@ class OracleResult:
     vouches: bool = True
     # what it measured, for the results (e.g. {"logprob_gap": 2.9e-05}); the judge carries it
     figures: dict[str, float] = field(default_factory=dict)
+    cause: Cause | None = None  # why it failed, where not the oracle's own cause
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -393,7 +395,7 @@ def judge_relation(relation: MediaRelation, answer: str, status: int, derived: s
     """The derived request's answer (`derived`, HTTP `status`) against the judged `answer`."""
     label = f"{relation.name}: "
     if status != 200:
-        return OracleResult(False, f"{label}HTTP {status}, expected 200")
+        return OracleResult(False, f"{label}HTTP {status}, expected 200", cause=Cause.HTTP_ERROR)
     if relation.same is True:
         same = check_same_text(_body(derived), _body(answer))
         return OracleResult(same.passed, label + same.detail)

@@ -133,7 +133,7 @@ class CaseJudge:
         lines = []
         for oracle in applicable_to_case(run.scope):
             result = oracle.check(run)
-            lines.append(self.must(result, cause=oracle.failure_cause(run)))
+            lines.append(self.must(result, cause=result.cause or oracle.cause))
         return lines
 
     def held(self, answer: Answer, oracle: Oracle, result: OracleResult) -> str:
@@ -143,7 +143,7 @@ class CaseJudge:
         prefix = oracle.prefix
         defect = answer.request.cpu.defect_of(oracle.defect) if self.tier == "cpu" else None
         if defect is None:
-            return self.must(result, prefix, oracle.failure_cause(answer))
+            return self.must(result, prefix, result.cause or oracle.cause)
         if not self.settings.excuse_defects:  # judged as if undeclared; a failure names it
             if result.passed:
                 return prefix + result.detail

@@ -13,6 +13,7 @@ declared upstream defect says must fail is listed as such and does not vouch for
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -82,10 +83,8 @@ class Oracle(Registered, root=True):
         return {}
 
     def check(self, answer: Answer) -> OracleResult:
+        """The verdict; a failure that is not the oracle's own `cause` names its own."""
         raise NotImplementedError
-
-    def failure_cause(self, answer: Answer) -> Cause:
-        return self.cause
 
 
 class CaseOracle(Registered, root=True):
@@ -107,10 +106,8 @@ class CaseOracle(Registered, root=True):
         return None
 
     def check(self, run: CaseRun) -> OracleResult:
+        """The verdict; a failure that is not the oracle's own `cause` names its own."""
         raise NotImplementedError
-
-    def failure_cause(self, run: CaseRun) -> Cause:
-        return self.cause
 
 
 SHORT = 40  # characters of an answer quoted inside a diagnosis
@@ -146,15 +143,12 @@ class Status(Oracle):
         resp = answer.resp
         if resp.status_code != expect.status:
             got = f"HTTP {resp.status_code}, expected {expect.status}"
-            return OracleResult(False, f"{got}: {resp.text[:300]}")
+            cause = Cause.HTTP_ERROR if expect.status == 200 else None  # else: a wrong answer
+            return OracleResult(False, f"{got}: {resp.text[:300]}", cause=cause)
         needle = expect.error_contains
         if expect.status != 200 and needle and needle.lower() not in resp.text.lower():
             return OracleResult(False, f"error body lacks {needle!r}: {resp.text[:300]}")
         return OracleResult(True, f"HTTP {resp.status_code} as expected")
-
-    def failure_cause(self, answer: Answer) -> Cause:
-        expected_ok = answer.scope.expect_status == 200
-        return Cause.HTTP_ERROR if expected_ok and answer.resp.status_code != 200 else self.cause
 
 
 class Answered(Oracle):
@@ -552,10 +546,6 @@ class Relation(Answered):
             result = OracleResult(False, result.detail + media_blind_why(answer))
         return result
 
-    def failure_cause(self, answer: Answer) -> Cause:
-        resp = answer.sent.get(self.relation)
-        return Cause.HTTP_ERROR if resp is not None and resp.status_code != 200 else self.cause
-
 
 class OtherMedia(Relation):
     """The other image/video answers differently (CPU) or names what it shows (GPU)."""
@@ -651,15 +641,14 @@ class RouterHit(CaseOracle):
         return f"the KV router saw the repeats cached (its own hit rate, mean >= {threshold})"
 
     def check(self, run: CaseRun) -> OracleResult:
-        assert run.scope.case.cache_hit is not None
-        return check_router_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
-
-    def failure_cause(self, run: CaseRun) -> Cause:
         """router_miss where the engine hit a repeat the router saw uncached; else the engines
         cached nothing where the repeats ran, which is the prefix cache's fault (cache_miss)."""
         assert run.scope.case.cache_hit is not None
-        blind = blind_repeats(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
-        return self.cause if blind else Cause.CACHE_MISS
+        rate = run.scope.case.cache_hit.min_avg_hit_rate
+        result = check_router_hits(run.hits, rate)
+        if result.passed or blind_repeats(run.hits, rate):
+            return result
+        return dataclasses.replace(result, cause=Cause.CACHE_MISS)
 
 
 class EmbeddingCacheHit(CaseOracle):
@@ -733,17 +722,14 @@ class Spread(CaseOracle):
     def check(self, run: CaseRun) -> OracleResult:
         failed = [status for status in run.statuses if status != 200]
         if failed:
-            return OracleResult(False, f"the requests sent beside a held one answered {failed}")
+            detail = f"the requests sent beside a held one answered {failed}"
+            return OracleResult(False, detail, cause=Cause.HTTP_ERROR)
         result = check_spread(run.start_counts, run.end_counts, run.scope.profile.replicas)
         if not result.passed and not run.held:
             return OracleResult(
                 False, f"{result.detail}; the held request ended before the others were answered"
             )
         return result
-
-    def failure_cause(self, run: CaseRun) -> Cause:
-        ok = all(status == 200 for status in run.statuses)
-        return self.cause if ok else Cause.HTTP_ERROR
 
 
 def applicable(scope: Scope) -> list[Oracle]:

@@ -195,3 +195,22 @@ def test_a_spread_judged_after_holds_that_all_ended_first_says_so() -> None:
     result = spread.check(run)
     assert not result.passed
     assert result.detail.endswith("the held request ended before the others were answered")
+
+
+def test_a_spread_whose_requests_were_refused_is_an_http_error() -> None:
+    """Requests sent beside the hold that did not answer 200 name an HTTP error, not the path."""
+    profile = load_profile(
+        REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
+    )
+    topo = RouterThatNeverSpreadsDouble()
+    hits: list[RequestHit | None] = [  # the cache checks hold
+        RequestHit(100, 0, "usage", 0.0),
+        RequestHit(100, 100, "usage", 1.0),
+    ]
+    run = CaseRun(CaseScope(profile.cases[0], "cpu", profile), topo.request_counts(), hits)
+    run.statuses, run.end_counts = [200, 200, 503, 200], topo.request_counts()
+    judge = CaseJudge("cpu", "/nowhere", cast(MediaURLs, None), BaselineStore(), "s")
+    with pytest.raises(TopologyFailure) as failure:
+        judge.judge_case(run)
+    assert failure.value.cause == Cause.HTTP_ERROR
+    assert "answered [503]" in failure.value.message

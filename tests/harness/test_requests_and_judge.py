@@ -264,6 +264,23 @@ def test_the_image_token_metric_must_count_the_request() -> None:
     assert parse_frontend(text).image == ImageTokenTally(0, 16)
 
 
+def test_a_media_twin_refused_is_an_http_error() -> None:
+    """The other transport's twin answering 500 names an HTTP error, not a wrong answer."""
+    from harness.oracles.registry import OtherTransport
+
+    case = PROFILES["agg_qwen3-vl-2b"].cases[0]
+    judge = judge_for("agg_qwen3-vl-2b", "cpu", BaselineStore(), "s")
+    scope = Scope(case, "cpu", PROFILES["agg_qwen3-vl-2b"])
+    twin = {"other transport": response(500, {"message": "boom"})}
+    seen = judge.answer(scope, {"messages": []}, response(200, answer("x")), sent=twin)
+    oracle = OtherTransport()
+    assert oracle.applies(scope)
+    with pytest.raises(TopologyFailure) as failure:
+        judge.held(seen, oracle, oracle.check(seen))
+    assert failure.value.cause == Cause.HTTP_ERROR
+    assert "other transport: HTTP 500, expected 200" in failure.value.message
+
+
 def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
     """The repeats' media come from the encoder's embedding cache: its hit counter moved at least
     once per repeat; where no worker's moved (no cache, or missed), the case fails cache_miss."""
