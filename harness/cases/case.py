@@ -30,7 +30,7 @@ from harness.machine.gpu_leases import GpuUnavailable, shortfall
 from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import plan_memory
 from harness.machine.port_registry import PortRegistry
-from harness.oracles.answer import CaseRun, CaseScope, Scope
+from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
@@ -158,10 +158,8 @@ def run_case(
         record.topology = pool.topology_for(sc.launch_spec)  # evidence of the failed launch
         raise
     record.topology, record.reused = topo, not pool.launched_here
-    plan = topo.plan
-    judge = CaseJudge(
-        sc.tier, plan.model, urls, judging.baselines, plan.signature, judging.settings
-    )
+    model, signature = topo.plan.model, topo.plan.signature
+    judge = CaseJudge(sc.tier, judging.baselines, signature, judging.settings)
     case_counters = topo.role_counters()
     case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
@@ -185,10 +183,14 @@ def run_case(
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             usage = resp.json().get("usage")
             hits.append(request_hit(usage, before, after, frontend.router if frontend else None))
-        answer = judge.answer(
+        answer = Answer(
             scope,
             body,
             resp,
+            model,
+            urls,
+            judging.baselines,
+            signature,
             ran=ran,
             path=path,
             sent=declared_requests(scope, urls, topo),

@@ -5,12 +5,9 @@ request's declared upstream defect says how its oracles must come out (`held`)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import requests
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
+from harness.oracles.answer import Answer, CaseRun, JudgeSettings
 from harness.oracles.checks import OracleResult
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import (
@@ -23,7 +20,6 @@ from harness.oracles.registry import (
     applicable_to_case,
     media_blind_why,
 )
-from harness.payloads.chat import MediaURLs
 from harness.profiles import Tier
 
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
@@ -42,30 +38,15 @@ class Judging:
 
 @dataclass
 class CaseJudge:
+    """Judges one case's answers on one launch (`signature`), then the case's answers together."""
+
     tier: Tier
-    model_dir: str
-    urls: MediaURLs
     baselines: BaselineStore
     signature: str
     settings: JudgeSettings = field(default_factory=JudgeSettings)
     content_passed: int = 0  # oracles that read an answer's content and vouched for it
     # the last answer judged on the CPU tier with no numeric oracle that vouched, and why
     unnumbered: str | None = None
-
-    def answer(
-        self, scope: Scope, body: dict[str, Any], resp: requests.Response, **seen: Any
-    ) -> Answer:
-        """The answer to the scope's request as the oracles see it (`seen`: ran, path, sent, …)."""
-        return Answer(
-            scope,
-            body,
-            resp,
-            self.model_dir,
-            self.urls,
-            self.baselines,
-            self.signature,
-            **seen,
-        )
 
     def judge(self, answer: Answer) -> list[str]:
         """Checks that held, one line each. Every oracle judges; where any fails, raises the

@@ -25,14 +25,24 @@ URLS = MediaURLs(
 
 @dataclass
 class ProfileJudge(CaseJudge):
-    """A judge that builds each request's scope from one profile: for answers judged without
-    the case loop (canned ones, or a fault's real answer judged by hand)."""
+    """A judge that builds each answer as the case loop would, its scope from one profile: for
+    answers judged without the loop (canned ones, or a fault's real answer judged by hand)."""
 
     profile: Profile | None = None
+    model_dir: str = "/nowhere"  # no checkpoint behind canned answers
+    urls: MediaURLs = URLS
 
     def seen(
-        self, request: RequestSpec, resp: requests.Response, body: dict[str, Any] | None = None
+        self,
+        request: RequestSpec,
+        resp: requests.Response,
+        body: dict[str, Any] | None = None,
+        **around: Any,
     ) -> Answer:
+        """The answer as the oracles see it (`around`: what the loop measured, sent, …)."""
         assert self.profile is not None, "ProfileJudge needs the profile its requests belong to"
         scope = Scope(request, self.tier, self.profile, self.settings)
-        return self.answer(scope, {"messages": []} if body is None else body, resp)
+        body = {"messages": []} if body is None else body
+        return Answer(
+            scope, body, resp, self.model_dir, self.urls, self.baselines, self.signature, **around
+        )

@@ -274,7 +274,9 @@ def request_hang(tmp: Path) -> FaultRun:
 def _judge(topo: Topology[Launched], profile: Profile, tier: Tier = "cpu") -> ProfileJudge:
     urls = MediaURLs("", "", "", "", "", {})
     plan = topo.plan
-    return ProfileJudge(tier, plan.model, urls, BaselineStore(), plan.signature, profile=profile)
+    return ProfileJudge(
+        tier, BaselineStore(), plan.signature, profile=profile, model_dir=plan.model, urls=urls
+    )
 
 
 def http_error(tmp: Path) -> FaultRun:

@@ -20,7 +20,7 @@ from harness.oracles.registry import (
     case_oracles,
 )
 from harness.profiles import load_profiles
-from tests.harness.canned import URLS, ProfileJudge
+from tests.harness.canned import ProfileJudge
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 
@@ -62,9 +62,7 @@ def test_what_list_prints_is_what_the_judge_runs(monkeypatch: pytest.MonkeyPatch
             for case in profile.cases:
                 listed = case_oracles(case, tier, profile)
                 for request, plan in zip((case, *case.follow_ups), listed, strict=True):
-                    judge = ProfileJudge(
-                        tier, "/nowhere", URLS, BaselineStore(), "s", strict, profile=profile
-                    )
+                    judge = ProfileJudge(tier, BaselineStore(), "s", strict, profile=profile)
                     ran.clear()
                     judge.judge(judge.seen(request, canned(plan.status)))
                     assert ran == [label.removesuffix(DECLARED) for label in plan.labels], (

@@ -156,8 +156,7 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
         RequestHit(100, 0, "usage", 0.0),
         RequestHit(100, 100, "usage", 1.0),
     ]
-    no_media = cast(MediaURLs, None)  # judge_case reads no media URLs (only answers do)
-    judge = CaseJudge("cpu", "/nowhere", no_media, BaselineStore(), "s")
+    judge = CaseJudge("cpu", BaselineStore(), "s")
     run = CaseRun(scope, topo.request_counts(), hits)
     run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
     assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.held
@@ -209,7 +208,7 @@ def test_a_spread_whose_requests_were_refused_is_an_http_error() -> None:
     ]
     run = CaseRun(CaseScope(profile.cases[0], "cpu", profile), topo.request_counts(), hits)
     run.statuses, run.end_counts = [200, 200, 503, 200], topo.request_counts()
-    judge = CaseJudge("cpu", "/nowhere", cast(MediaURLs, None), BaselineStore(), "s")
+    judge = CaseJudge("cpu", BaselineStore(), "s")
     with pytest.raises(TopologyFailure) as failure:
         judge.judge_case(run)
     assert failure.value.cause == Cause.HTTP_ERROR

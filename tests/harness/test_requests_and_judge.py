@@ -71,8 +71,6 @@ def judge_for(profile: str, tier: Tier, store: BaselineStore, signature: str) ->
     and no launch to send media twins to."""
     return ProfileJudge(
         tier,
-        "/nowhere",
-        URLS,
         store,
         signature,
         JudgeSettings(model_answer=False, relations=False, frontend_metrics=False),
@@ -270,11 +268,10 @@ def test_a_media_twin_refused_is_an_http_error() -> None:
 
     case = PROFILES["agg_qwen3-vl-2b"].cases[0]
     judge = judge_for("agg_qwen3-vl-2b", "cpu", BaselineStore(), "s")
-    scope = Scope(case, "cpu", PROFILES["agg_qwen3-vl-2b"])
     twin = {"other transport": response(500, {"message": "boom"})}
-    seen = judge.answer(scope, {"messages": []}, response(200, answer("x")), sent=twin)
+    seen = judge.seen(case, response(200, answer("x")), sent=twin)
     oracle = OtherTransport()
-    assert oracle.applies(scope)
+    assert oracle.applies(Scope(case, "cpu", PROFILES["agg_qwen3-vl-2b"]))
     with pytest.raises(TopologyFailure) as failure:
         judge.held(seen, oracle, oracle.check(seen))
     assert failure.value.cause == Cause.HTTP_ERROR
