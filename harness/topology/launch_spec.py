@@ -21,8 +21,7 @@ from harness.topology.dynamo_src import DynamoSource
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    name: str  # the profile's
-    source: str  # the profile's file, for errors
+    name: str  # the profile's (runs, lease tags, HARNESS_PROFILE)
     stack: str
     tier: Tier
     model: ModelSpec
@@ -58,7 +57,6 @@ class LaunchSpec:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
         return cls(
             name=profile.name,
-            source=profile.source,
             stack=profile.stack,
             tier=tier,
             model=profile.model,

@@ -1,11 +1,12 @@
 """LaunchPlan resolution: pure, every port passed as env, markers set, secrets redacted."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles import CaseSpec, Profile, Tier, load_profiles
+from harness.profiles import CaseSpec, Profile, RequestSpec, Tier, load_profiles
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import LaunchPlan, contract_of, resolve
 
@@ -98,3 +99,16 @@ def test_missing_port_is_an_error() -> None:
             topology_id="t",
             marker_env={},
         )
+
+
+def test_a_launch_spec_carries_no_case_request_or_profile() -> None:
+    """Everything below the case loop reads the launch, not the profile's cases or expectations."""
+    epd = PROFILES["epd_qwen3-vl-2b"]
+    spec = LaunchSpec.of(epd, "cpu", epd.cases[1])
+    values = [getattr(spec, f.name) for f in dataclasses.fields(spec)]
+    values += [v for v in values if isinstance(v, tuple) for v in v]
+    assert not [v for v in values if isinstance(v, Profile | RequestSpec)]
+    assert spec.args[-1] == "--frontend-decoding"  # the case's layout, as plain arguments
+    xpu = PROFILES["epd_xpu_qwen3-vl-2b"]
+    with pytest.raises(ValueError, match=r"epd_xpu_qwen3-vl-2b\.yaml: .* has no cpu tier"):
+        LaunchSpec.of(xpu, "cpu", xpu.cases[0])
