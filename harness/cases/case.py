@@ -344,13 +344,11 @@ class TopologyPool:
 
     def __init__(
         self,
-        tier: Tier,
         warmups_for: WarmupsFor,
         registry: PortRegistry | None = None,
         opener: Opener = launch,
         say: Callable[[str], None] = lambda line: None,
     ):
-        self.tier = tier
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.opener = opener

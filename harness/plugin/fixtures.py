@@ -54,7 +54,6 @@ def harness_pool(
                         texts.add(sc.signature)
     target: TargetSpec | None = session.target
     with TopologyPool(
-        session.tier,
         lambda sig: warmup_bodies(
             sorted(kinds.get(sig, set())),
             harness_media,

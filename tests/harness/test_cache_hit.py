@@ -108,7 +108,7 @@ def test_a_router_case_with_a_fault_fails_naming_it(
     record = CaseRecord()
 
     judging = Judging(BaselineStore())
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], urls))
+    pool = TopologyPool(lambda sig: warmup_bodies(["image_url"], urls))
     with pool, pytest.raises(TopologyFailure) as failed:
         run_case(sc, pool, urls, judging, record)
     message = failed.value.message

@@ -46,7 +46,7 @@ def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaU
     sc = ServeCase(profile, uncached, "cpu")
 
     judging = Judging(BaselineStore())
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies(["image_b64"], urls, text=False))
+    pool = TopologyPool(lambda sig: warmup_bodies(["image_b64"], urls, text=False))
     with pool, pytest.raises(TopologyFailure) as failed:
         run_case(sc, pool, urls, judging, CaseRecord())
     assert failed.value.cause is Cause.CACHE_MISS, failed.value.report()

@@ -60,7 +60,7 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
     # the warm-up and the clean request send the other image: a prefix cache holding the noisy
     # image's KV from a clean request would answer the noisy one without its rows
     red = other_image(urls)
-    with TopologyPool("cpu", lambda sig: warmup_bodies(["image_url"], red, text=False)) as pool:
+    with TopologyPool(lambda sig: warmup_bodies(["image_url"], red, text=False)) as pool:
         clean = run_case(sc, pool, red, judging, CaseRecord())
         switch.touch()
         record = CaseRecord()

@@ -60,7 +60,7 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
         update={"cpu": profile.cases[0].cpu.model_copy(update={"same_as": None})}
     )
     sc = ServeCase(profile, case, "cpu")
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
+    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
 
     judging = Judging(BaselineStore())
     try:

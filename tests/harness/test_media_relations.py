@@ -61,7 +61,7 @@ def test_judging_a_relation() -> None:
 
 def run_agg_case(urls: MediaURLs) -> TopologyFailure:
     sc = ServeCase(AGG, AGG.cases[0], "cpu")  # an image by URL
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
+    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
 
     judging = Judging(BaselineStore())
     try:

@@ -62,7 +62,7 @@ def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
     (tmp_path / "agg_twin.yaml").write_text(PROFILE.replace("LAUNCHER_PATH", str(launcher)))
     profile = load_profile(tmp_path / "agg_twin.yaml", tmp_path)
     sc = ServeCase(profile, profile.cases[0], "cpu")
-    pool = TopologyPool("cpu", lambda sig: warmup_bodies([], urls))
+    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
     record = CaseRecord()
 
     judging = Judging(BaselineStore())

@@ -70,7 +70,7 @@ def run_shape(sc: ServeCase, urls: MediaURLs) -> tuple[list[str], LaunchPlan, di
     judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
     record = CaseRecord()
     kinds = {kind for r in sc.requests for kind in r.media}
-    with TopologyPool("cpu", lambda sig: warmup_bodies(kinds, urls, text=False)) as pool:
+    with TopologyPool(lambda sig: warmup_bodies(kinds, urls, text=False)) as pool:
         try:
             checks = run_case(sc, pool, urls, judging, record)
         finally:
