@@ -22,11 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.core.paths import REPO_ROOT
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.topology.dynamo_src import DynamoSource
-from harness.topology.launch_spec import launcher_script
 
 if TYPE_CHECKING:
     from harness.cases.case import CaseRecord, ServeCase
@@ -110,8 +108,9 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
 def launcher_run(sc: ServeCase) -> str:
     """The launcher the case ran: ours, or the checkout's own (`<checkout>:<path>`)."""
     source = DynamoSource.from_env()
-    ours = REPO_ROOT / sc.profile.launcher
-    if source is not None and launcher_script(ours, sc.profile.upstream_launcher, source) != ours:
+    if source is None or sc.signature is None:  # no checkout, or no launch on this tier
+        return sc.profile.launcher
+    if sc.launch_spec.script(source) != sc.launch_spec.launcher:
         return f"{source.root.name}:{sc.profile.upstream_launcher}"
     return sc.profile.launcher
 

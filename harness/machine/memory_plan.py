@@ -284,7 +284,7 @@ class Deployable(Protocol):
     def gpu(self) -> GpuTierSpec: ...
 
     @property
-    def roles(self) -> Sequence[RoleSpec]: ...
+    def worker_roles(self) -> Sequence[RoleSpec]: ...
 
 
 def plan_memory(profile: Deployable) -> MemoryPlan:
@@ -298,9 +298,7 @@ def plan_memory(profile: Deployable) -> MemoryPlan:
         max_num_batched_tokens=spec.max_num_batched_tokens or spec.max_model_len,
     )
     roles = tuple(
-        role_memory(r.name, r.gpu.device, r.gpu.holds, facts, limits)
-        for r in profile.roles
-        if r.kind == "worker"
+        role_memory(r.name, r.gpu.device, r.gpu.holds, facts, limits) for r in profile.worker_roles
     )
     return MemoryPlan(profile.name, int(spec.card_gib * GIB), limits, roles)
 

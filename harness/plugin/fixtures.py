@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
+from harness.cases.case import CaseRecord, Opener, ServeCase, TopologyPool, run_case
 from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
 from harness.core.verdict import TopologyFailure
+from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
@@ -22,7 +23,7 @@ from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetSpec, target_plan
-from harness.topology.topology import attach, launch, new_run_dir
+from harness.topology.topology import Topology, attach, launch, new_run_dir
 
 RECORD = pytest.StashKey[CaseRecord]()
 
@@ -65,11 +66,13 @@ def harness_pool(
         yield pool
 
 
-def target_opener(spec: TargetSpec) -> Any:
+def target_opener(spec: TargetSpec) -> Opener:
     """The pool's opener in target mode: attach to the deployment instead of launching."""
     api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
 
-    def open_target(launch: LaunchSpec, warmups: Any, registry: Any) -> Any:
+    def open_target(
+        launch: LaunchSpec, warmups: Sequence[dict[str, Any]], registry: PortRegistry
+    ) -> Topology[Any]:
         plan = target_plan(spec, launch, new_run_dir(launch.name, launch.tier))
         return attach(plan, warmups, api_key)
 
