@@ -49,6 +49,10 @@ from harness.topology.roles import (
 )
 from harness.topology.topology import Topology, launch
 
+XPU_CPU_SKIP = (
+    "an Intel XPU profile: on the CPU tier ours runs the same E/P/D launcher as "
+    "epd_qwen3-vl-2b; only a Dynamo checkout's own XPU launcher (--dynamo-src) is another program"
+)
 XPU_SKIP = (
     "Intel XPU profile: needs an XPU runner (Level Zero devices, vLLM's XPU build); this "
     "harness leases NVIDIA GPUs it finds through NVML"
@@ -84,11 +88,16 @@ class ServeCase:
     def skip_reason(self, inventory: GpuInventory | None) -> str | None:
         """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers
         (None: judge only what no machine could change)."""
+        missing = self.launch_spec.choice.missing if self.signature else None
+        if missing:
+            return missing
         if self.tier == "cpu":
             if self.profile.cpu is None:
                 return f"GPU tier only: {self.profile.cpu_skip}"
             if self.case.cpu_skip:
                 return f"GPU tier only: {self.case.cpu_skip}"
+            if self.profile.accelerator == "xpu" and self.launch_spec.choice.origin == "ours":
+                return XPU_CPU_SKIP
             if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
                 if sglang_venv_left_out():
                     return (

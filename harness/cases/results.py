@@ -24,7 +24,6 @@ import pytest
 
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
-from harness.topology.dynamo_src import DynamoSource
 
 if TYPE_CHECKING:
     from harness.cases.case import CaseRecord, ServeCase
@@ -107,12 +106,9 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
 
 def launcher_run(sc: ServeCase) -> str:
     """The launcher the case ran: ours, or the checkout's own (`<checkout>:<path>`)."""
-    source = DynamoSource.from_env()
-    if source is None or sc.signature is None:  # no checkout, or no launch on this tier
+    if sc.signature is None:  # no launch on this tier
         return sc.profile.launcher
-    if sc.launch_spec.script(source) != sc.launch_spec.launcher:
-        return f"{source.root.name}:{sc.profile.upstream_launcher}"
-    return sc.profile.launcher
+    return sc.launch_spec.choice.named
 
 
 PROPERTY = "serve-harness progress"

@@ -30,6 +30,8 @@ class UpstreamTest:
     model_differs: str | None = None  # why ours serves another
     min_avg_kv_hit_rate: float | None = None  # its cache-hit threshold (cached-tokens payload)
     followups: int = 0  # requests it sends after the first on the same deployment
+    accelerator: str = "cuda"  # xpu: an id of vllm_xpu.py (the same ids as CUDA's, another file)
+    where: str = ""  # file:line in the checkout it was read from (empty: the catalogue)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,9 @@ def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None)
     cases = {p.test_id(c): (p, c) for p in profiles for c in p.cases}
     rows = []
     for test in catalogue:
-        found = cases.pop(test.here or test.id, None)
+        # an XPU id repeats a CUDA one: only our own id for it (`here`) matches a case
+        ours = test.here or (test.id if test.accelerator == "cuda" else None)
+        found = cases.pop(ours, None) if ours else None
         if found is None:
             problem = None if test.absent else "upstream runs it; no case here and no reason why"
             rows.append(ParityRow(test.id, test, None, problem))
@@ -119,6 +123,18 @@ def fact_problems(test: UpstreamTest, profile: Profile, case: CaseSpec) -> list[
     return problems
 
 
+def accounting(rows: list[ParityRow]) -> str:
+    """One line: upstream's ids carried here, listed with a reason, and unaccounted."""
+    ups = [r for r in rows if r.upstream is not None]
+    carried = sum(1 for r in ups if r.ours is not None and not r.problem)
+    reasoned = sum(1 for r in ups if r.ours is None and not r.problem)
+    unaccounted = len(ups) - carried - reasoned
+    return (
+        f"Upstream ids: {len(ups)}; carried here {carried}, listed with a reason {reasoned}, "
+        f"unaccounted {unaccounted} (a mismatch or an id with no case and no reason)."
+    )
+
+
 def render_markdown(
     rows: list[ParityRow], sources: dict[str, str] | None = None, command: str = "list --upstream"
 ) -> str:
@@ -147,6 +163,7 @@ def render_markdown(
         if not row.problem and up.model_differs:
             note += f"; upstream serves {up.model} (Models, below)"
         stack = up.stack.removeprefix("dynamo-")
+        stack += "" if up.accelerator == "cuda" else f" ({up.accelerator})"
         lines.append(
             f"| `{row.id}` | {stack} | {up.cadence} | {up.gpus} | {up.source} | {here} | {note} |"
         )
@@ -161,6 +178,7 @@ def render_markdown(
             f"- where upstream serves `{model}`, ours does not: {why}"
             for model, why in sorted(differs)
         ]
+    lines += ["", accounting(rows)]
     lines += ["", "Sources:", ""]
     sources = upstream_sources() if sources is None else sources
     lines += [f"- `{key}`: {where}" for key, where in sources.items()]

@@ -66,11 +66,15 @@ class AdapterRefused(LogDiagnosis):
             held = f"; port {port} is " + (
                 f"held by {roles.owner_of(holder)}" if holder else "free now"
             )
+        says = (
+            "the launcher is at fault"
+            if record.get("fault") == "launcher"
+            else f"the {topo.plan.tier} tier cannot run it"
+        )
         return topo.failure(
             Cause.LAUNCHER_INVALID,
-            f"role '{record['role']}' of {launcher_name(topo)}: the {topo.plan.tier} tier "
-            f"cannot run it: {record['refused']}{held} (the role adapter, "
-            "harness/topology/role_adapter.py)",
+            f"role '{record['role']}' of {launcher_name(topo)}: {says}: {record['refused']}{held} "
+            "(the role adapter, harness/topology/role_adapter.py)",
             role=record["role"],
             port=port,
         )

@@ -2,8 +2,12 @@
 runs with and which roles it starts. Everything below it (the port contract, the GPU lease, the
 plan, the start) reads this value, never the profile's cases, requests or expectations.
 
-- `LaunchSpec.of(profile, tier, case)`: the value; its `signature` says which cases share one
-  launched topology.
+- `LaunchSpec.of(profile, tier, case, source)`: the value; its `signature` says which cases share
+  one launched topology.
+- `choose_launcher`: under a Dynamo checkout (`--dynamo-src`), the script the checkout's own test
+  matrix names for the case (by its upstream id, then by its profile's other ids, then by its
+  stack and topology), else the profile's `upstream_launcher` where the checkout has no matrix
+  files; where the checkout holds none, the launch is `missing` and never runs ours instead.
 - `layout_args`, `launcher_args`: how a profile's launcher is invoked for a case."""
 
 from __future__ import annotations
@@ -13,10 +17,36 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Budget, CaseSpec, GpuTierSpec, ModelSpec, Profile, RoleSpec, Tier
+from harness.profiles.checkout_matrix import MatrixEntry, matrix_at
+from harness.profiles.upstream import upstream_tests
 from harness.topology.dynamo_src import DynamoSource
+
+
+@dataclass(frozen=True)
+class LauncherChoice:
+    """Which launcher a launch runs, and why (the results, `list` and the summary say it)."""
+
+    script: Path  # the file that runs (ours, or the checkout's)
+    origin: Literal["ours", "checkout"]
+    why: str  # e.g. "tests/serve/test_sglang.py:212 names it for multimodal_e_pd_qwen"
+    upstream_id: str | None = None  # the checkout's id for this case, where it has one
+    missing: str | None = None  # the checkout holds no launcher for it: the case is not run
+    model_flag: str = "--model"  # how the script takes the model (SGLang's agg: --model-path)
+    extra_args: tuple[str, ...] = ()  # what the checkout's test passes beyond model and layout
+    checkout: Path | None = None  # the checkout's root (origin "checkout")
+
+    @property
+    def named(self) -> str:
+        """The script as results name it: ours by repo path, the checkout's as `<dir>:<path>`."""
+        if self.missing:
+            return "none (the checkout has no launcher for it)"
+        if self.checkout is None:
+            return str(self.script.relative_to(REPO_ROOT))
+        return f"{self.checkout.name}:{self.script.relative_to(self.checkout)}"
 
 
 @dataclass(frozen=True)
@@ -27,6 +57,8 @@ class LaunchSpec:
     model: ModelSpec
     launcher: Path  # ours
     upstream_launcher: str | None  # upstream's, relative to a Dynamo checkout (--dynamo-src)
+    choice: LauncherChoice  # what runs: ours, or the checkout's (choose_launcher)
+    source: DynamoSource | None  # the Dynamo checkout under test (--dynamo-src)
     args: tuple[str, ...]  # launcher_args
     env: Mapping[str, str]  # the profile's, then its tier's
     roles: tuple[RoleSpec, ...]
@@ -37,17 +69,27 @@ class LaunchSpec:
     signature: str
 
     @classmethod
-    def of(cls, profile: Profile, tier: Tier, case: CaseSpec, root: Path = REPO_ROOT) -> LaunchSpec:
+    def of(
+        cls,
+        profile: Profile,
+        tier: Tier,
+        case: CaseSpec,
+        root: Path = REPO_ROOT,
+        source: DynamoSource | Literal["session"] | None = "session",
+    ) -> LaunchSpec:
+        """`source`: the Dynamo checkout under test; "session": the session's (--dynamo-src,
+        which the plugin exports as HARNESS_DYNAMO_SRC)."""
         spec = profile.tier(tier)
         if spec is None:
             raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
+        checkout = DynamoSource.from_env() if isinstance(source, str) else source
         launcher = root / profile.launcher
-        args = tuple(launcher_args(profile, tier, case))
+        choice = choose_launcher(profile, case, launcher, checkout)
+        args = tuple(launcher_args(profile, tier, case, choice))
         env = {**profile.env, **spec.env}
         roles = tuple(profile.roles)
-        script = launcher_script(launcher, profile.upstream_launcher, DynamoSource.from_env())
         key = {
-            "launcher": str(script),
+            "launcher": str(choice.script),
             "args": list(args),
             "env": env,
             "model": profile.model.gpu if tier == "gpu" else profile.model.cpu,
@@ -62,6 +104,8 @@ class LaunchSpec:
             model=profile.model,
             launcher=launcher,
             upstream_launcher=profile.upstream_launcher,
+            choice=choice,
+            source=checkout,
             args=args,
             env=env,
             roles=roles,
@@ -76,19 +120,110 @@ class LaunchSpec:
     def worker_roles(self) -> tuple[RoleSpec, ...]:
         return tuple(r for r in self.roles if r.kind == "worker")
 
-    def script(self, source: DynamoSource | None) -> Path:
-        """The launcher this launch runs (launcher_script)."""
-        return launcher_script(self.launcher, self.upstream_launcher, source)
+    @property
+    def script(self) -> Path:
+        """The launcher this launch runs (choose_launcher)."""
+        return self.choice.script
 
 
-def launcher_script(ours: Path, upstream: str | None, source: DynamoSource | None) -> Path:
-    """Upstream's launcher, from the checkout under test, where it holds it (--dynamo-src); else
-    ours."""
-    if source is not None and upstream:
-        script = source.root / upstream
-        if script.is_file():
-            return script
-    return ours
+def catalogue_upstream_ids(stack: str, accelerator: str, test_id: str) -> list[str]:
+    """Upstream's ids for one of ours, from the catalogue (`here`), else the same id."""
+    ids = [
+        t.id
+        for t in upstream_tests()
+        if t.stack == stack and t.accelerator == accelerator and t.here == test_id
+    ]
+    return ids or [test_id]
+
+
+def _matrix_match(
+    profile: Profile, case: CaseSpec, entries: list[MatrixEntry]
+) -> tuple[MatrixEntry, str] | None:
+    """The checkout's entry for this case: its own upstream id, else one of its profile's."""
+    by_id = {e.id: e for e in entries}
+    accelerator = profile.accelerator
+
+    def found(c: CaseSpec) -> MatrixEntry | None:
+        ids = catalogue_upstream_ids(profile.stack, accelerator, profile.test_id(c))
+        return next((by_id[i] for i in ids if i in by_id), None)
+
+    own = found(case)
+    if own is not None:
+        return own, f"names it for {own.id}"
+    for other in profile.cases:
+        entry = found(other)
+        if entry is not None:
+            return entry, f"names it for {entry.id}, of the same profile"
+    return None
+
+
+def stack_words(profile: Profile) -> str:
+    """'SGLang agg', 'vLLM E/P/D (xpu)': how a launch's kind reads in a message."""
+    stack = {"dynamo-vllm": "vLLM", "dynamo-sglang": "SGLang"}.get(profile.stack, profile.stack)
+    xpu = " on XPU" if profile.accelerator == "xpu" else ""
+    return f"{stack} {profile.topology}{xpu}"
+
+
+def choose_launcher(
+    profile: Profile, case: CaseSpec, ours: Path, source: DynamoSource | None
+) -> LauncherChoice:
+    """Ours without a checkout. Under one: the script its matrix names for the case (its id, its
+    profile's ids, its stack and topology); with no matrix files, the profile's
+    `upstream_launcher`; where the checkout holds neither, `missing` says so (never ours)."""
+    if source is None:
+        return LauncherChoice(ours, "ours", "no Dynamo checkout under test")
+    matrix = matrix_at(source.root)
+    if matrix is not None:
+        entries = matrix.of(profile.stack, profile.accelerator)
+        match = _matrix_match(profile, case, entries)
+        if match is not None:
+            entry, how = match
+            own = entry.id in catalogue_upstream_ids(
+                profile.stack, profile.accelerator, profile.test_id(case)
+            )
+            return LauncherChoice(
+                source.root / entry.script,
+                "checkout",
+                f"{entry.where} {how}",
+                checkout=source.root,
+                upstream_id=entry.id if own else None,
+                model_flag=entry.model_flag,
+                extra_args=entry.extra_args if own else (),
+                missing=_absent(source, entry.script, entry.where),
+            )
+        entry = matrix.for_topology(profile.stack, profile.accelerator, profile.topology)
+        if entry is not None:
+            return LauncherChoice(
+                source.root / entry.script,
+                "checkout",
+                f"{entry.where} names it for {entry.id}, the same topology",
+                checkout=source.root,
+                model_flag=entry.model_flag,
+                missing=_absent(source, entry.script, entry.where),
+            )
+    default = profile.upstream_launcher
+    if default and (source.root / default).is_file():
+        names = "its matrix names none for it" if matrix else "it has no test matrix files"
+        return LauncherChoice(
+            source.root / default,
+            "checkout",
+            f"{default} (the profile's default: {names})",
+            checkout=source.root,
+        )
+    looked = f"its matrix ({', '.join(matrix.files)}) names none" if matrix else "no matrix files"
+    tail = f", and {default} is not there" if default else ""
+    return LauncherChoice(
+        ours,
+        "checkout",
+        f"{default or '(none)'}",
+        missing=f"the checkout has no launcher for {stack_words(profile)}: {looked}{tail}",
+    )
+
+
+def _absent(source: DynamoSource, script: str, where: str) -> str | None:
+    if (source.root / script).is_file():
+        return None
+    return f"the checkout's {where} names {script}, which is not in the checkout"
 
 
 def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
@@ -99,6 +234,27 @@ def layout_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
     return [*spec.launcher_args, *case.launcher_args]
 
 
-def launcher_args(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
-    """As upstream's tests invoke a launcher: the profile's model first, then layout_args."""
-    return ["--model", profile.model.gpu, *layout_args(profile, tier, case)]
+def flag_units(args: tuple[str, ...] | list[str]) -> list[list[str]]:
+    """['--a', '1', '--b'] -> [['--a', '1'], ['--b']]: each flag with the words that follow it."""
+    units: list[list[str]] = []
+    for arg in args:
+        if arg.startswith("--") or not units:
+            units.append([arg])
+        else:
+            units[-1].append(arg)
+    return units
+
+
+def launcher_args(
+    profile: Profile, tier: Tier, case: CaseSpec, choice: LauncherChoice | None = None
+) -> list[str]:
+    """As upstream's tests invoke a launcher: the profile's model first (by the flag the chosen
+    script takes it), then layout_args, then what the checkout's test for this id passes
+    beyond them (a flag ours already passes is not repeated)."""
+    flag = choice.model_flag if choice else "--model"
+    args = [flag, profile.model.gpu, *layout_args(profile, tier, case)]
+    have = {unit[0] for unit in flag_units(args)}
+    for unit in flag_units(choice.extra_args if choice else ()):
+        if unit[0] not in have:
+            args += unit
+    return args

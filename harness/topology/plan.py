@@ -235,12 +235,10 @@ class LaunchPlan:
         }
 
 
-def contract_of(
-    launch: LaunchSpec, source: DynamoSource | None = None, root: Path = REPO_ROOT
-) -> PortContract:
+def contract_of(launch: LaunchSpec) -> PortContract:
     """The ports a launch is handed (port_contract.py), with the variables its launcher's text
     reads as a hint of what more to lease."""
-    text = text_with_used_files(launch.script(source))
+    text = text_with_used_files(launch.script)
     return port_contract(launch.worker_roles, launch.stack, text)
 
 
@@ -301,8 +299,8 @@ def resolve(
     base_env: Mapping[str, str] | None = None,
     root: Path = REPO_ROOT,
 ) -> LaunchPlan:
-    source = DynamoSource.from_env(base_env)
-    contract = contract_of(launch, source, root)
+    source = launch.source
+    contract = contract_of(launch)
     missing = [n for n in contract.names if n not in ports]
     if missing:
         raise ValueError(f"profile {launch.name}: no port leased for {missing}")
@@ -323,7 +321,7 @@ def resolve(
     if launch.tier == "cpu":
         env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
     env.update(adapter_env(launch, model, env, ports))
-    launcher, args = launch.script(source), list(launch.args)
+    launcher, args = launch.script, list(launch.args)
     if launcher != launch.launcher:  # the checkout's own
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
     role_names = {r.name for r in launch.roles}  # wide_ports naming neither: the audit says so

@@ -92,6 +92,7 @@ REPLACED_VALUED = {
 }
 REPLACED_SWITCHES = {"--enforce-eager"}
 EMBEDDING_TRANSFER = "--embedding-transfer-mode"
+ENCODE_WORKER_SWITCH = "--multimodal-encode-worker"  # older dynamo.vllm's encode mode
 SGLANG_TRANSFER_ENV = "DYN_SGL_EMBEDDING_TRANSFER_MODE"  # dynamo.sglang's variable behind the flag
 # vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
 # as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports, and torch.compile
@@ -189,6 +190,34 @@ SGLANG_REPLACED_SWITCHES = {
     "--disable-piecewise-cuda-graph",
     "--disable-overlap-schedule",
 }
+# SGLang's GPU memory options in upstream's launchers (disagg_same_gpu.sh), dropped on the CPU
+# tier: each changes where memory lives, not what is computed.
+SGLANG_GPU_MEMORY_SWITCHES = {
+    # torch_memory_saver: releases and resumes CUDA allocations on request (a CUDA allocator hook)
+    "--enable-memory-saver": "releases GPU memory on request; a CUDA allocator hook",
+    # weights kept on the host while the GPU copy is released: no GPU copy on the CPU tier
+    "--enable-weights-cpu-backup": "a host copy of GPU-released weights",
+    # deletes the checkpoint directory once loaded: here the session's shared tiny checkpoint
+    "--delete-ckpt-after-loading": (
+        "would delete the tiny checkpoint every launch of the session shares"
+    ),
+}
+# flags that take no value, whichever engine's (split_args)
+SWITCHES = {
+    *SGLANG_KEEP_SWITCHES,
+    *SGLANG_REPLACED_SWITCHES,
+    *SGLANG_GPU_MEMORY_SWITCHES,
+    ENCODE_WORKER_SWITCH,
+}
+# XPU launchers on the CPU tier (upstream's xpu/*.sh, DEVICE_PLATFORM=xpu): each choice is of
+# where a role runs or how its KV is paged, not of what it computes.
+XPU_ENV_ON_CPU = {
+    # the Level Zero device a role runs on (as CUDA_VISIBLE_DEVICES for CUDA): no device here
+    "ZE_AFFINITY_MASK": "the role's XPU device; the CPU tier has none",
+}
+# `--block-size 64` (XPU's paged attention block): the CPU tier's own block size replaces it
+# (REPLACED_VALUED; vLLM's CPU attention takes multiples of 32), and `kv_buffer_device: xpu`
+# in --kv-transfer-config becomes cpu (cpu_vllm_args), as `cuda` does.
 # SGLang's CPU backend, without its CPU kernel package (scripts/sglang_cpu/sgl_kernel):
 # `torch_native` attention (SDPA; the default CPU backend needs the kernels), no overlap
 # scheduler (it needs a device stream), float32 like every CPU-tier computation, and the same
@@ -213,12 +242,24 @@ CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1", "TORCH_COMP
 
 
 class Refused(Exception):
-    """A command line the tier cannot run; the message names the flag, the model or the port
-    (`port`: one the role would bind that nobody leased, for the harness to name its holder)."""
+    """A command line that does not run; the message names the flag, the model or the port
+    (`port`: one the role would bind that nobody leased, for the harness to name its holder).
+    `fault`: "tier" where the tier cannot reproduce what the launcher asks (a flag with no CPU
+    mapping), "launcher" where the launcher does something wrong on any tier (another model, a
+    worker with no system port or with another role's); `role`: the role, where the command line
+    says it and the ports do not."""
 
-    def __init__(self, message: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        port: int | None = None,
+        fault: str = "tier",
+        role: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.port = port
+        self.fault = fault
+        self.role = role
 
 
 @dataclass
@@ -252,7 +293,7 @@ def split_args(args: list[str]) -> list[tuple[str, str | None]]:
         name = flag_name(arg)
         if "=" in arg:
             out.append((name, arg.split("=", 1)[1]))
-        elif name in KEEP_SWITCHES or name in REPLACED_SWITCHES:
+        elif name in KEEP_SWITCHES or name in REPLACED_SWITCHES or name in SWITCHES:
             out.append((name, None))
         elif i + 1 < len(args) and not args[i + 1].startswith("--"):
             out.append((name, args[i + 1]))
@@ -308,7 +349,8 @@ def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict) -> 
             f"starts {started}, not {wanted!r}, the model of profile "
             f"{env.get(PROFILE_ENV, '?')}: a launcher is invoked with `--model {wanted}` (as "
             "upstream's tests invoke it); one that starts another model would be judged against "
-            "the wrong model's answers"
+            "the wrong model's answers",
+            fault="launcher",
         )
 
 
@@ -366,7 +408,16 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
     out.env.update(CPU_VLLM_ENV)
     out.env.setdefault(NIXL_PTHR_DELAY[0], env.get(NIXL_PTHR_DELAY[0], NIXL_PTHR_DELAY[1]))
     out.unset.append("CUDA_VISIBLE_DEVICES")
+    device_env_on_cpu(env, out)
     return args
+
+
+def device_env_on_cpu(env: dict, out: Adapted) -> None:
+    """An XPU launcher's device choice, removed on the CPU tier (XPU_ENV_ON_CPU)."""
+    for name, why in XPU_ENV_ON_CPU.items():
+        if name in env:
+            out.unset.append(name)
+            out.notes.append(f"unset {name}={env[name]} ({why})")
 
 
 def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
@@ -389,6 +440,8 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
             out.notes.append(f"--model-path {value} -> the tiny checkpoint {model_dir}")
         elif name == KV_TRANSFER_BACKEND:
             backend = value
+        elif name in SGLANG_GPU_MEMORY_SWITCHES and value is None:
+            out.notes.append(f"dropped {name} ({SGLANG_GPU_MEMORY_SWITCHES[name]})")
         elif name in SGLANG_REPLACED_VALUED or name in SGLANG_REPLACED_SWITCHES:
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing or a GPU-only "
@@ -434,6 +487,7 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
     out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(cpu_args)}")
     out.env.update(CPU_SGLANG_ENV)
     out.unset.append("CUDA_VISIBLE_DEVICES")
+    device_env_on_cpu(env, out)
     return join_args(kept) + cpu_args
 
 
@@ -478,7 +532,8 @@ def gpu_position(role: str, env: dict, out: Adapted) -> None:
     if int(position) >= len(leased):
         raise Refused(
             f"CUDA_VISIBLE_DEVICES={position}: GPU position {position}, but the "
-            f"harness leased {len(leased)} position(s) ({','.join(leased)})"
+            f"harness leased {len(leased)} position(s) ({','.join(leased)})",
+            fault="launcher",
         )
     device = leased[int(position)]
     out.env["CUDA_VISIBLE_DEVICES"] = device
@@ -555,29 +610,80 @@ def role_of(module: str, environ: dict[str, str]) -> str | None:
     return next((role for var, role in by_var.items() if port and environ.get(var) == port), None)
 
 
-def unnamed_role(module: str, environ: dict[str, str]) -> Refused:
-    """Why a worker cannot be told apart: it has no system port, one nobody leased, or a leased
-    one no role of the profile names."""
+def argv_role(args: list[str], environ: dict[str, str]) -> str | None:
+    """The profile's role a worker's command line says it is: its `--disaggregation-mode` (or
+    older dynamo.vllm's `--multimodal-encode-worker`) where that names a role of the profile."""
+    roles = set(json.loads(environ.get(ROLE_PORTS_ENV, "{}")).values())
+    try:
+        pairs = dict(split_args(args))
+    except Refused:
+        return None
+    mode = "encode" if ENCODE_WORKER_SWITCH in pairs else pairs.get("--disaggregation-mode")
+    return mode if mode in roles else None
+
+
+def role_port_var(role: str, environ: dict[str, str]) -> str | None:
+    """The health-port variable the profile gives a role (DYN_SYSTEM_PORT3 for decode)."""
+    by_var = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
+    return next((var for var, name in by_var.items() if name == role), None)
+
+
+def unnamed_role(module: str, args: list[str], environ: dict[str, str]) -> Refused:
+    """Why a worker cannot be told apart by its port: it has none, one nobody leased, or a leased
+    one no role of the profile names; the role its command line says, where it says one."""
     port = environ.get(SYSTEM_PORT_ENV, "")
     roles = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
     offered = ", ".join(f"{var} for {role}" for var, role in roles.items())
+    said = argv_role(args, environ)
+    who = f"worker '{said}' (`-m {module}`, by its command line)" if said else f"`-m {module}`"
+    own = role_port_var(said, environ) if said else None
     if not port:
+        fix = (
+            f"start it with {SYSTEM_PORT_ENV}=${{{own}}} (the harness's port for {said})"
+            if own
+            else f"give each worker {SYSTEM_PORT_ENV} from the harness's {offered}"
+        )
         return Refused(
-            f"`-m {module}` has no system port ({SYSTEM_PORT_ENV} unset): its /health cannot be "
-            f"polled; give each worker {SYSTEM_PORT_ENV} from the harness's {offered}"
+            f"{who} has no system port ({SYSTEM_PORT_ENV} unset; the launcher starts it without "
+            f"one): its /health cannot be polled, so the profile's health contract is not met; "
+            f"{fix}",
+            fault="launcher",
+            role=said,
         )
     leased_as = leased_ports(environ).get(int(port)) if port.isdigit() else None
     if leased_as is None and leased_ports(environ):
         return Refused(
-            f"`-m {module}` has system port {SYSTEM_PORT_ENV}={port}, which nobody leased: the "
+            f"{who} has system port {SYSTEM_PORT_ENV}={port}, which nobody leased: the "
             f"harness hands out {offered} (a default the launcher fell back to collides with "
             "any other run)",
             int(port) if port.isdigit() else None,
+            fault="launcher",
+            role=said,
         )
     return Refused(
-        f"cannot tell which role `-m {module}` with {SYSTEM_PORT_ENV}={port} is"
+        f"cannot tell which role {who} with {SYSTEM_PORT_ENV}={port} is"
         + (f" ({leased_as}, which no worker role names)" if leased_as else "")
-        + f": the profile's workers are {offered}"
+        + f": the profile's workers are {offered}",
+        fault="launcher",
+        role=said,
+    )
+
+
+def crossed_port(module: str, role: str, args: list[str], environ: dict[str, str]) -> None:
+    """A worker whose command line names another role than the one whose port it was handed:
+    the launcher crossed ports, and the worker holding the wrong one is the one named."""
+    said = argv_role(args, environ)
+    if said is None or said == role:
+        return
+    port = environ.get(SYSTEM_PORT_ENV, "")
+    theirs = role_port_var(role, environ)
+    own = role_port_var(said, environ)
+    raise Refused(
+        f"worker '{said}' (`-m {module}` with --disaggregation-mode {said}) was started on "
+        f"{SYSTEM_PORT_ENV}={port}, the port of '{role}' ({theirs}): the launcher crossed its "
+        f"ports; start '{said}' with {SYSTEM_PORT_ENV}=${{{own}}}",
+        fault="launcher",
+        role=said,
     )
 
 
@@ -644,6 +750,7 @@ def held_ports(
                 "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT<i>, DYN_VLLM_KV_EVENT_PORT<i>, or one the "
                 "launcher's text names); a fixed port collides with any other run",
                 port,
+                fault="launcher",
             )
     out.ports.update(found)
 
@@ -667,7 +774,9 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     module, args = argv[1], argv[2:]
     role = role_of(module, environ)
     if role is None:
-        raise unnamed_role(module, environ)
+        raise unnamed_role(module, args, environ)
+    if module != "dynamo.frontend" and ROLE_ENV not in environ:
+        crossed_port(module, role, args, environ)
     out = Adapted(role, [])
     tier = environ.get("HARNESS_DEVICE", "gpu")
     if module == "dynamo.frontend":
@@ -737,12 +846,13 @@ def main() -> None:
     try:
         adapted = adapt(sys.argv[1:], environ)
     except Refused as refused:
-        role = role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None
+        role = refused.role or (role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None)
         record = {
             "role": role or "unknown",
             "argv": sys.argv[1:],
             "refused": str(refused),
             "port": refused.port,
+            "fault": refused.fault,
         }
         # whole or not at all: the harness polls for the file while it is written
         refused_file = log_dir / f"{role or 'unknown'}.refused"
@@ -750,10 +860,12 @@ def main() -> None:
         partial.write_text(json.dumps(record) + "\n")
         partial.rename(refused_file)
         tier = environ.get("HARNESS_DEVICE", "gpu")
-        print(
-            f"harness role adapter: role {role or '?'}: cannot run on the {tier} tier: {refused}",
-            file=sys.stderr,
+        says = (
+            "the launcher is at fault"
+            if refused.fault == "launcher"
+            else (f"cannot run on the {tier} tier")
         )
+        print(f"harness role adapter: role {role or '?'}: {says}: {refused}", file=sys.stderr)
         raise SystemExit(2) from None
     # the role's own processes are no roles: a `python3` they start runs as is
     env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}

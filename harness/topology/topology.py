@@ -40,7 +40,6 @@ from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
-from harness.topology.dynamo_src import DynamoSource
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
@@ -344,7 +343,7 @@ def launch(
     gpus = take_gpus(spec, tag) if spec.tier == "gpu" else None
     if gpus is not None:
         base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
-    contract = contract_of(spec, DynamoSource.from_env(base_env))
+    contract = contract_of(spec)
     lease = registry.lease(list(contract.singles), tag=tag, runs=contract.runs)
 
     def release() -> None:

@@ -136,7 +136,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     from harness.audit.capture import fake_ports
     from harness.core.paths import marker_env
     from harness.profiles import load_profile
-    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
+    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
     from harness.topology.launch_spec import LaunchSpec
     from harness.topology.plan import resolve
 
@@ -148,7 +148,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
 
     def plan(tier: Tier, env: dict[str, str] = base) -> LaunchPlan:
-        spec = LaunchSpec.of(profile, tier, profile.cases[0])
+        spec = LaunchSpec.of(profile, tier, profile.cases[0], source=DynamoSource.from_env(env))
         return resolve(
             spec,
             ports=fake_ports(spec, REPO_ROOT),

@@ -33,11 +33,9 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     if checkout is not None:
         base[DYNAMO_SRC_ENV] = str(checkout)
     case = PROFILE.cases[1]  # b64 + --frontend-decoding: every worker gets the flag
-    spec = LaunchSpec.of(PROFILE, tier, case)
-    names = sorted(
-        set(contract_of(spec, DynamoSource.from_env(base)).names)
-        | set(contract_of(spec, None).names)
-    )
+    spec = LaunchSpec.of(PROFILE, tier, case, source=DynamoSource.from_env(base))
+    ours = LaunchSpec.of(PROFILE, tier, case, source=None)
+    names = sorted(set(contract_of(spec).names) | set(contract_of(ours).names))
     ports = {name: 21400 + i for i, name in enumerate(names)}  # the same port per variable
     plan = resolve(
         spec,
