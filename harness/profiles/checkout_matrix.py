@@ -295,6 +295,34 @@ def _named(reader: _Reader, suffix: str) -> list[tuple[str, Any]]:
     return [(n, reader.value(v)) for n, v in reader.names.items() if n.endswith(suffix)]
 
 
+@dataclass(frozen=True)
+class TopologyScript:
+    """One `*_TOPOLOGY_SCRIPTS` entry: the script a profile file runs a topology on."""
+
+    stack: str
+    accelerator: str
+    topology: str
+    script: str  # relative to the checkout
+    where: str  # file:line of the map
+
+
+def _topology_scripts(
+    reader: _Reader, rel: str, stack: str, accelerator: str, directory: str
+) -> list[TopologyScript]:
+    found = []
+    for name, node in reader.names.items():
+        value = reader.value(node)
+        if name.endswith("_TOPOLOGY_SCRIPTS") and isinstance(value, dict):
+            found += [
+                TopologyScript(
+                    stack, accelerator, k, f"{directory}/launch/{v}", f"{rel}:{node.lineno}"
+                )
+                for k, v in value.items()
+                if isinstance(k, str) and isinstance(v, str)
+            ]
+    return found
+
+
 def _profile_entries(
     path: Path, rel: str, stack: str, accelerator: str, directory: str
 ) -> list[MatrixEntry]:
@@ -440,6 +468,7 @@ class Matrix:
     root: Path
     entries: tuple[MatrixEntry, ...]
     files: tuple[str, ...]
+    scripts: tuple[TopologyScript, ...] = ()
 
     def of(self, stack: str, accelerator: str = "cuda") -> list[MatrixEntry]:
         return [e for e in self.entries if e.stack == stack and e.accelerator == accelerator]
@@ -447,15 +476,20 @@ class Matrix:
     def entry(self, stack: str, accelerator: str, upstream_id: str) -> MatrixEntry | None:
         return next((e for e in self.of(stack, accelerator) if e.id == upstream_id), None)
 
-    def for_topology(self, stack: str, accelerator: str, topology: str) -> MatrixEntry | None:
-        """The first id of this stack whose topology is `topology`: the file's key, else the
-        one its id names (`multimodal_agg_fd_qwen`, `video_e_pd_qwen`: `{kind}_{topology}_…`)."""
-        for entry in self.of(stack, accelerator):
-            if entry.topology == topology:
-                return entry
+    def for_topology(self, stack: str, accelerator: str, topology: str) -> TopologyScript | None:
+        """The script the matrix runs `topology` on for this stack: a profile file's
+        `*_TOPOLOGY_SCRIPTS` entry, else the config whose id names it (`multimodal_agg_fd_qwen`,
+        `video_e_pd_qwen`: `{kind}_{topology}_…`)."""
+        for mapped in self.scripts:
+            if (mapped.stack, mapped.accelerator, mapped.topology) == (
+                stack,
+                accelerator,
+                topology,
+            ):
+                return mapped
         for entry in self.of(stack, accelerator):
             if entry.topology is None and id_topology(entry.id) == topology:
-                return entry
+                return TopologyScript(stack, accelerator, topology, entry.script, entry.where)
         return None
 
     @property
@@ -480,19 +514,23 @@ def read_matrix(src: Path) -> Matrix:
     """The checkout's matrix. Raises UnreadableCheckout naming the file (none there: names the
     files looked for)."""
     entries: list[MatrixEntry] = []
+    scripts: list[TopologyScript] = []
     files = []
     for rel, (stack, accelerator, directory) in MATRIX_FILES.items():
         path = src / rel
         if not path.is_file():
             continue
         files.append(rel)
-        read = _profile_entries if "multimodal_profiles" in rel else _config_entries
-        entries += read(path, rel, stack, accelerator, directory)
+        if "multimodal_profiles" in rel:
+            entries += _profile_entries(path, rel, stack, accelerator, directory)
+            scripts += _topology_scripts(_parse(path), rel, stack, accelerator, directory)
+        else:
+            entries += _config_entries(path, rel, stack, accelerator, directory)
     if not files:
         raise UnreadableCheckout(
             f"{src}: none of {', '.join(MATRIX_FILES)} (is it a Dynamo checkout?)"
         )
-    return Matrix(src, tuple(entries), tuple(files))
+    return Matrix(src, tuple(entries), tuple(files), tuple(scripts))
 
 
 @functools.lru_cache(maxsize=8)

@@ -191,15 +191,17 @@ def choose_launcher(
                 extra_args=entry.extra_args if own else (),
                 missing=_absent(source, entry.script, entry.where),
             )
-        entry = matrix.for_topology(profile.stack, profile.accelerator, profile.topology)
-        if entry is not None:
+        mapped = matrix.for_topology(profile.stack, profile.accelerator, profile.topology)
+        if mapped is not None:
             return LauncherChoice(
-                source.root / entry.script,
+                source.root / mapped.script,
                 "checkout",
-                f"{entry.where} names it for {entry.id}, the same topology",
+                f"{mapped.where} names it for topology {profile.topology}",
                 checkout=source.root,
-                model_flag=entry.model_flag,
-                missing=_absent(source, entry.script, entry.where),
+                model_flag=_model_flag(
+                    matrix.of(profile.stack, profile.accelerator), mapped.script
+                ),
+                missing=_absent(source, mapped.script, mapped.where),
             )
     default = profile.upstream_launcher
     if default and (source.root / default).is_file():
@@ -218,6 +220,11 @@ def choose_launcher(
         f"{default or '(none)'}",
         missing=f"the checkout has no launcher for {stack_words(profile)}: {looked}{tail}",
     )
+
+
+def _model_flag(entries: list[MatrixEntry], script: str) -> str:
+    """How the matrix's ids pass the model to this script (`--model`, or `--model-path`)."""
+    return next((e.model_flag for e in entries if e.script == script), "--model")
 
 
 def _absent(source: DynamoSource, script: str, where: str) -> str | None:

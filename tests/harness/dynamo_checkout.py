@@ -17,7 +17,8 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.core.paths import sglang_python
-from tests.harness.upstream_shapes import GPU_UTILS, LAUNCH_UTILS, LAUNCHERS
+from tests.harness.upstream_profile_files import write_matrix
+from tests.harness.upstream_shapes import GPU_UTILS, LAUNCH_UTILS, LAUNCHERS, MATRIX_LAUNCHERS
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 PROBE = "harness-probe: {package} runs from the checkout"
@@ -214,12 +215,15 @@ def build_checkout(
     python_fault: tuple[str, str, str] | None = None,
     patch: Path | None = None,
     shapes: bool = False,
+    matrix: bool = False,
 ) -> Path:
     """The checkout at `root` (see the module doc); returns `root`. `patch`: applied to the
     copied packages first (a docs/patches/ file); `python_fault`: then one edit to the copied
     dynamo.vllm (file, the installed text, found exactly once, and its replacement); `shapes`:
     also dynamo.sglang (from the SGLang venv) and a launcher in each of upstream's other shapes
-    at upstream's path (upstream_shapes.py)."""
+    at upstream's path (upstream_shapes.py); `matrix`: also the checkout's own test matrix
+    (upstream_profile_files.py) and the launchers it names as upstream has them today (the
+    renamed SGLang agg, SGLang P/D and E/P/D, the XPU E/P/D)."""
     src = root / "components" / "src" / "dynamo"
     packages = [(SITE, "vllm"), (SITE, "frontend")]
     if shapes:
@@ -253,6 +257,10 @@ def build_checkout(
     write_launcher(root, epd_launcher(health_source, encode_extra, contract, encode_model))
     for rel, text in LAUNCHERS.items() if shapes else ():
         write_launcher(root, text, rel)
+    if matrix:
+        write_matrix(root)
+        for rel, text in MATRIX_LAUNCHERS.items():
+            write_launcher(root, text, rel)
     return root
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles.upstream import upstream_tests
 from harness.profiles.checkout_matrix import read_matrix
+from harness.profiles.upstream import upstream_tests
 from harness.profiles.upstream_checkout import UnreadableCheckout, read_checkout
 from tests.harness.upstream_profile_files import MATRIX, write_matrix
 
@@ -95,8 +95,13 @@ def test_every_matrix_file_is_read_with_its_scripts_args_and_checks(tmp_path: Pa
     assert trt.script == "examples/backends/trtllm/launch/disagg_multimodal.sh"
     assert trt.env == {"DYN_HEALTH_CHECK_ENABLED": "true"} and trt.health_check_workers == 2
     # topology by the file's key, else by what an EngineConfig's id names
-    assert matrix.for_topology("dynamo-sglang", "cuda", "agg") == agg
-    assert matrix.for_topology("dynamo-sglang", "cuda", "pd") == pd
+    sglang_agg = matrix.for_topology("dynamo-sglang", "cuda", "agg")
+    assert sglang_agg is not None and sglang_agg.script == agg.script  # by what its id names
+    assert sglang_agg.where == "tests/serve/test_sglang.py:57"
+    sglang_pd = matrix.for_topology("dynamo-sglang", "cuda", "pd")
+    assert sglang_pd is not None and sglang_pd.script == pd.script  # by the file's map
+    e_pd = matrix.for_topology("dynamo-vllm", "cuda", "e_pd")  # mapped, though no id uses it
+    assert e_pd is not None and e_pd.script.endswith("/disagg_multimodal_e_pd.sh")
     assert matrix.for_topology("dynamo-vllm", "xpu", "epd") is None
 
 

@@ -269,7 +269,9 @@ sglang_configs = {
         script_name="agg_vision.sh",
         marks=[pytest.mark.multimodal, pytest.mark.gpu_1, pytest.mark.post_merge],
         model="Qwen/Qwen3.5-0.8B",
-        script_args=["--model-path", "Qwen/Qwen3.5-0.8B", "--page-size", "1", "--frontend-decoding"],
+        script_args=[
+            "--model-path", "Qwen/Qwen3.5-0.8B", "--page-size", "1", "--frontend-decoding"
+        ],
         env={"DYN_MM_ENABLE_LIBJPEG": "1"},
         request_payloads=[make_image_payload_b64(["green"])],
     ),
@@ -313,7 +315,9 @@ trtllm_configs = {
         name="epd_multimodal",
         directory=trtllm_dir,
         script_name="epd_multimodal_image_and_embeddings.sh",
-        marks=[pytest.mark.gpu_1, pytest.mark.trtllm, pytest.mark.multimodal, pytest.mark.pre_merge],
+        marks=[
+            pytest.mark.gpu_1, pytest.mark.trtllm, pytest.mark.multimodal, pytest.mark.pre_merge
+        ],
         model="Qwen/Qwen3-VL-2B-Instruct",
         request_payloads=[multimodal_payload_default(expected_response=["mountain"])],
     ),
@@ -321,7 +325,9 @@ trtllm_configs = {
         name="pd_multimodal",
         directory=trtllm_dir,
         script_name="disagg_multimodal.sh",
-        marks=[pytest.mark.gpu_1, pytest.mark.trtllm, pytest.mark.multimodal, pytest.mark.pre_merge],
+        marks=[
+            pytest.mark.gpu_1, pytest.mark.trtllm, pytest.mark.multimodal, pytest.mark.pre_merge
+        ],
         model="Qwen/Qwen3-VL-2B-Instruct",
         health_check_workers=True,
         env={"DYN_HEALTH_CHECK_ENABLED": "true"},

@@ -382,6 +382,162 @@ wait_any_exit
 
 HEALTH_LINE = "export DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='[\"generate\"]'  # encode: no payload"
 
+# SGLang agg after upstream's rename (multimodal_agg.sh -> agg_vision.sh): `--model-path`, its own
+# page size, `--frontend-decoding`, the one worker on the unindexed DYN_SYSTEM_PORT.
+SGLANG_AGG_VISION = r"""#!/bin/bash
+# Aggregated vision on SGLang: frontend + one worker that encodes images in-process.
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../common/gpu_utils.sh"
+source "$SCRIPT_DIR/../../../common/launch_utils.sh"
+MODEL="Qwen/Qwen3-VL-2B-Instruct"
+PAGE_SIZE=16
+EXTRA_ARGS=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model-path) MODEL=$2; shift 2 ;;
+    --page-size) PAGE_SIZE=$2; shift 2 ;;
+    --frontend-decoding) EXTRA_ARGS+=(--frontend-decoding); shift ;;
+    --single-gpu) shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+print_launch_banner --multimodal "Aggregated Vision (SGLang)" "$MODEL" "${DYN_HTTP_PORT:-8000}"
+python3 -m dynamo.frontend &
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT:-8081} \
+python3 -m dynamo.sglang --model-path "$MODEL" --served-model-name "$MODEL" \
+  --page-size "$PAGE_SIZE" --tp 1 --trust-remote-code --skip-tokenizer-init --enable-metrics \
+  $(build_sglang_gpu_mem_args) "${EXTRA_ARGS[@]}" &
+wait_any_exit
+"""
+
+# SGLang P/D on one GPU as upstream ships it: GPU memory options on both workers (memory saver,
+# checkpoint deletion, a static memory fraction), the bootstrap port through dyn_port.
+SGLANG_PD_SAME_GPU = r"""#!/bin/bash
+# Disaggregated prefill/decode on SGLang, both on one GPU.
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../common/launch_utils.sh"
+MODEL="Qwen/Qwen3-0.6B"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL=$2; shift 2 ;;
+    --single-gpu) shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+BOOTSTRAP=$(dyn_port DYN_SGLANG_BOOTSTRAP_PORT 1 12345)
+python3 -m dynamo.frontend &
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 1 8081) \
+python3 -m dynamo.sglang --model-path "$MODEL" --served-model-name "$MODEL" --page-size 16 --tp 1 \
+  --trust-remote-code --disaggregation-mode prefill --disaggregation-bootstrap-port "$BOOTSTRAP" \
+  --disaggregation-transfer-backend nixl --mem-fraction-static 0.4 --enable-memory-saver \
+  --delete-ckpt-after-loading --enable-metrics &
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 2 8082) \
+python3 -m dynamo.sglang --model-path "$MODEL" --served-model-name "$MODEL" --page-size 16 --tp 1 \
+  --trust-remote-code --disaggregation-mode decode --disaggregation-bootstrap-port "$BOOTSTRAP" \
+  --disaggregation-transfer-backend nixl --mem-fraction-static 0.4 --enable-memory-saver \
+  --delete-ckpt-after-loading --enable-metrics &
+wait_any_exit
+"""
+
+# Upstream main's SGLang E/P/D: `unset DYN_SYSTEM_PORT`, encode and prefill on DYN_SYSTEM_PORT1/2,
+# the decode worker started with no system port at all (nothing can poll its health).
+SGLANG_EPD_NO_DECODE_PORT = r"""#!/bin/bash
+# E/P/D multimodal on SGLang: frontend, encode, prefill, decode.
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../common/launch_utils.sh"
+MODEL="Qwen/Qwen2.5-VL-7B-Instruct"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL=$2; shift 2 ;;
+    --single-gpu) shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+unset DYN_SYSTEM_PORT
+python3 -m dynamo.frontend &
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT1:-8081} \
+python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode encode --model-path "$MODEL" \
+  --skip-tokenizer-init &
+DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT2:-8082} \
+python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode prefill --model-path "$MODEL" \
+  --disaggregation-transfer-backend nixl &
+python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode decode --model-path "$MODEL" \
+  --disaggregation-transfer-backend nixl &
+wait_any_exit
+"""
+
+# Upstream's XPU E/P/D (xpu/disagg_multimodal_epd_xpu.sh) in its newer shape: DEVICE_PLATFORM
+# chooses the affinity variable (ZE_AFFINITY_MASK on xpu) and kv_buffer_device, XPU adds
+# `--block-size 64 --enforce-eager`, ports per role; its encode worker has no health source
+# unless `health_source` (every upstream version reached ships it without).
+XPU_EPD = r"""#!/bin/bash
+# E/P/D multimodal on Intel XPU (or CUDA): frontend, encode, prefill, decode.
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../../common/launch_utils.sh"
+MODEL_NAME="llava-hf/llava-1.5-7b-hf"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL_NAME=$2; shift 2 ;;
+    --single-gpu) shift ;;
+    *) echo "Unknown option: $1"; exit 1 ;;
+  esac
+done
+DEVICE_PLATFORM="${DEVICE_PLATFORM:-xpu}"
+AFFINITY=CUDA_VISIBLE_DEVICES
+if [[ "${DEVICE_PLATFORM,,}" == "xpu" ]]; then AFFINITY=ZE_AFFINITY_MASK; fi
+EXTRA_ARGS=""
+if [[ "${DEVICE_PLATFORM,,}" == "xpu" ]]; then EXTRA_ARGS="--block-size 64 --enforce-eager"; fi
+KV="{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\",\"kv_buffer_device\":\"$DEVICE_PLATFORM\"}"
+kv_events() { echo "{\"publisher\":\"zmq\",\"topic\":\"kv-events\",\"endpoint\":\"tcp://*:$1\"}"; }
+python -m dynamo.frontend &
+ENCODE_ENV
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 1 8081) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 1 20097) \
+env $AFFINITY=0 python -m dynamo.vllm --enable-multimodal --disaggregation-mode encode \
+  --model $MODEL_NAME --gpu-memory-utilization 0.9 $EXTRA_ARGS --kv-transfer-config "$KV" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 1 20080)")" &
+unset DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 2 8082) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 2 20098) \
+env $AFFINITY=1 python -m dynamo.vllm --route-to-encoder --disaggregation-mode prefill \
+  --enable-multimodal --enable-mm-embeds --model $MODEL_NAME --gpu-memory-utilization 0.9 \
+  $EXTRA_ARGS --max-model-len 10240 --kv-transfer-config "$KV" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 2 20081)")" &
+DYN_SYSTEM_PORT=$(dyn_port DYN_SYSTEM_PORT 3 8083) \
+VLLM_NIXL_SIDE_CHANNEL_PORT=$(dyn_port DYN_VLLM_NIXL_SIDE_CHANNEL_PORT 3 20099) \
+env $AFFINITY=2 python -m dynamo.vllm --disaggregation-mode decode --enable-multimodal \
+  --enable-mm-embeds --model $MODEL_NAME --gpu-memory-utilization 0.9 $EXTRA_ARGS \
+  --max-model-len 10240 --kv-transfer-config "$KV" \
+  --kv-events-config "$(kv_events "$(dyn_port DYN_VLLM_KV_EVENT_PORT 3 20082)")" &
+wait_any_exit
+"""
+
+
+def xpu_epd(health_source: bool) -> str:
+    """Upstream's XPU E/P/D shape, its encode worker with the health line or (as it ships)
+    without."""
+    line = HEALTH_LINE if health_source else "# (the encode worker: no health source)"
+    return XPU_EPD.replace("ENCODE_ENV", line)
+
+
+# A checkout's launchers as upstream names them today, by path (the matrix's scripts).
+SGLANG_AGG_PATH = "examples/backends/sglang/launch/agg_vision.sh"
+XPU_EPD_PATH = "examples/backends/vllm/launch/xpu/disagg_multimodal_epd_xpu.sh"
+MATRIX_LAUNCHERS = {
+    SGLANG_AGG_PATH: SGLANG_AGG_VISION,
+    "examples/backends/sglang/launch/disagg_same_gpu.sh": SGLANG_PD_SAME_GPU,
+    "examples/backends/sglang/launch/multimodal_disagg.sh": SGLANG_EPD_NO_DECODE_PORT,
+    XPU_EPD_PATH: xpu_epd(health_source=False),
+}
+
 
 def vllm_e_pd(health_source: bool = True) -> str:
     """Upstream's E/PD shape, its encode worker with the seed's health line or (as upstream ships
