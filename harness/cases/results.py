@@ -81,6 +81,10 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "tier": sc.tier,
         "stack": sc.profile.stack,
         "launcher": launcher_run(sc),
+        # under --dynamo-src: why that launcher (the checkout's matrix file:line) and the
+        # checkout's own id for this case, where it has one
+        "launcher_why": sc.launch_spec.choice.why if sc.signature else None,
+        "upstream_id": sc.launch_spec.choice.upstream_id if sc.signature else None,
         "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
         "engine": engine_version(sc.profile.stack),
         "outcome": outcome,

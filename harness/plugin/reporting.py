@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.cases.case import CaseRecord
+from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.results import ResultsFile, progress_of, result_record, write_relayed
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
@@ -39,6 +39,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"serve-harness judged without a numeric oracle: {len(blind)} request(s) "
             f"({', '.join(sorted({tid for tid, _ in blind}))}), because: {' | '.join(whys)}"
         )
+    for line in checkout_lines(config.stash.get(SERVE_CASES, [])):
+        terminalreporter.write_line(line)
     pulled = config.stash.get(PULLED_IN, [])
     if pulled:
         terminalreporter.write_line(
@@ -107,6 +109,25 @@ class RelayedProgress:
 
 
 SERVE_NODEIDS = pytest.StashKey[set[str]]()
+SERVE_CASES = pytest.StashKey[list[ServeCase]]()
+
+
+def checkout_lines(cases: list[ServeCase]) -> list[str]:
+    """Under --dynamo-src: how many selected cases ran the checkout's own launchers, and the
+    ones that could not (the checkout has none for them), each with why."""
+    launched = [sc for sc in cases if sc.signature is not None]
+    if not launched or launched[0].launch_spec.source is None:
+        return []
+    root = launched[0].launch_spec.source.root
+    missing = [sc for sc in launched if sc.launch_spec.choice.missing]
+    on_checkout = [sc for sc in launched if sc.launch_spec.choice.origin == "checkout"]
+    lines = [
+        f"serve-harness checkout {root}: {len(on_checkout) - len(missing)} case(s) on its own "
+        f"launchers, {len(missing)} not run for want of one, "
+        f"{len(launched) - len(on_checkout)} on ours"
+    ]
+    lines += [f"  {sc.test_id}: {sc.launch_spec.choice.missing}" for sc in missing]
+    return lines
 
 
 def logs_cases(config: pytest.Config) -> bool:
@@ -118,6 +139,9 @@ def logs_cases(config: pytest.Config) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     serve = {item.nodeid for item in session.items if serve_case_of(item) is not None}
     session.config.stash[SERVE_NODEIDS] = serve
+    session.config.stash[SERVE_CASES] = [
+        sc for item in session.items if (sc := serve_case_of(item)) is not None
+    ]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if serve and len(serve) == len(session.items) and logs_cases(session.config) and reporter:
         reporter.showfspath = False
