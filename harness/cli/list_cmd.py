@@ -162,6 +162,7 @@ def render_not_carried(rows: list[ParityRow]) -> str:
     for row in absent:
         assert row.upstream is not None
         stack = row.upstream.stack.removeprefix("dynamo-")
+        stack += "" if row.upstream.accelerator == "cuda" else f" {row.upstream.accelerator}"
         why = row.upstream.absent or row.problem or "no reason recorded"
         lines.append(f"  {row.id} [{stack}, {row.upstream.cadence}]: {why}")
     return "\n".join(lines)

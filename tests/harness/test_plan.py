@@ -109,6 +109,6 @@ def test_a_launch_spec_carries_no_case_request_or_profile() -> None:
     values += [v for v in values if isinstance(v, tuple) for v in v]
     assert not [v for v in values if isinstance(v, Profile | RequestSpec)]
     assert spec.args[-1] == "--frontend-decoding"  # the case's layout, as plain arguments
-    xpu = PROFILES["epd_xpu_qwen3-vl-2b"]
-    with pytest.raises(ValueError, match=r"epd_xpu_qwen3-vl-2b\.yaml: .* has no cpu tier"):
-        LaunchSpec.of(xpu, "cpu", xpu.cases[0])
+    gpu_only = epd.model_copy(update={"cpu": None, "cpu_skip": "a GPU-only profile"})
+    with pytest.raises(ValueError, match=r"epd_qwen3-vl-2b\.yaml: .* has no cpu tier"):
+        LaunchSpec.of(gpu_only, "cpu", gpu_only.cases[0])

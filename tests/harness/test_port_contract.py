@@ -112,7 +112,7 @@ def test_a_role_is_named_by_the_leased_system_port_it_received() -> None:
         (
             ["-m", "dynamo.vllm", "--model", "M"],
             {},
-            "has no system port (DYN_SYSTEM_PORT unset)",
+            "has no system port (DYN_SYSTEM_PORT unset;",
             None,
         ),
         (

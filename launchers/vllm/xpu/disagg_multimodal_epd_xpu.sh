@@ -6,5 +6,6 @@
 # runs the shared E/P/D launcher, whose encode role sets DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS.
 # Usage: disagg_multimodal_epd_xpu.sh [--single-gpu] [--frontend-decoding]
 set -euo pipefail
-export HARNESS_DEVICE=xpu
+# the CPU tier stays the CPU tier (the audit runs every tier a profile has)
+[[ ${HARNESS_DEVICE:-} == cpu ]] || export HARNESS_DEVICE=xpu
 exec bash "$(dirname "${BASH_SOURCE[0]}")/../disagg_multimodal_epd.sh" "$@"
