@@ -324,7 +324,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     checkout = args.checkout.resolve()
     try:
-        DynamoSource(checkout).check()
+        DynamoSource(checkout).with_runtime()
     except DynamoSourceError as exc:
         raise CliError(str(exc)) from None
     commits = first_parent_line(checkout, args.good, args.bad)

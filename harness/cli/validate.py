@@ -49,7 +49,7 @@ def run_checkout(args: argparse.Namespace) -> int:
     Exit status: the change's."""
     checkout = args.checkout.resolve()
     try:
-        DynamoSource(checkout).check()
+        DynamoSource(checkout).with_runtime()
     except DynamoSourceError as exc:
         raise CliError(str(exc)) from None
     files = changed_files(args.base, checkout)

@@ -13,7 +13,12 @@ from harness.core.paths import REPO_ROOT
 from harness.machine.gpus import GpuInventory
 from harness.machine.tier import detect_tier
 from harness.profiles import ProfileError, Tier, load_profiles
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+from harness.topology.dynamo_src import (
+    DYNAMO_PYTHON_ENV,
+    DYNAMO_SRC_ENV,
+    DynamoSource,
+    DynamoSourceError,
+)
 from harness.topology.plan import remove_scratch_of
 from harness.topology.processes import sweep_stale, term_raises_interrupt
 from harness.topology.target import TargetError, TargetSpec, check_target, load_target
@@ -75,6 +80,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "installed wheel; each role's import is recorded and checked); also HARNESS_DYNAMO_SRC",
     )
     group.addoption(
+        "--dynamo-python",
+        default=os.environ.get(DYNAMO_PYTHON_ENV) or None,
+        metavar="PYTHON",
+        help="with --dynamo-src: the interpreter of your own environment, where you built the "
+        "ai-dynamo-runtime the checkout pins (it runs the roles); without it an activated "
+        "virtualenv with that runtime is used, else the pinned runtime is fetched from the "
+        "package index; also HARNESS_DYNAMO_PYTHON",
+    )
+    group.addoption(
         "--strict-defects",
         action="store_true",
         default=os.environ.get("HARNESS_STRICT_DEFECTS") == "1",
@@ -88,16 +102,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def use_dynamo_src(path: str | None) -> None:
-    """Every launch of this session runs the checkout's Python (launch_env reads the variable)."""
+def use_dynamo_src(path: str | None, python: str | None = None) -> None:
+    """Every launch of this session runs the checkout's Python on the runtime it pins
+    (DynamoSource.with_runtime); the variables carry it to xdist workers and every launch."""
     if not path:
         return
-    source = DynamoSource(Path(path).resolve())
     try:
-        source.check()
+        source = DynamoSource(Path(path).resolve()).with_runtime(Path(python) if python else None)
     except DynamoSourceError as exc:
         raise pytest.UsageError(str(exc)) from None
-    os.environ[DYNAMO_SRC_ENV] = str(source.root)
+    os.environ.update(source.exported())
 
 
 def load_target_option(config: pytest.Config) -> TargetSpec | None:
@@ -127,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = (
         target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
     )
-    use_dynamo_src(config.getoption("--dynamo-src"))
+    use_dynamo_src(config.getoption("--dynamo-src"), config.getoption("--dynamo-python"))
     swept: list[str] = []
     if not hasattr(config, "workerinput"):
         swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)

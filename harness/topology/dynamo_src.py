@@ -2,8 +2,12 @@
 
 `dynamo` is a namespace package: with `<checkout>/components/src` ahead of site-packages on a
 role's path, `dynamo.vllm`, `dynamo.frontend`, `dynamo.sglang`, … come from the checkout while
-`dynamo._core` (the Rust bindings) still comes from the installed ai-dynamo-runtime wheel. The
-checkout's pyproject.toml pins the runtime it was written against; another one is refused.
+`dynamo._core` (the Rust bindings) comes from an ai-dynamo-runtime. The checkout's pyproject.toml
+pins the runtime it was written against (`with_runtime`): the installed one where it matches;
+else the user's own environment where they built it (`--dynamo-python`, or the active
+virtualenv), whose interpreter then runs the roles; else the pinned version from the package
+index, unpacked into a cache directory on every role's path (harness/machine/runtime_overlay.py).
+Only where none of these serves the pin is the checkout refused, naming both ways.
 
 Proven, not assumed: the harness puts `role_site/sitecustomize.py` first on every role's path,
 which records the file each `dynamo.<package>` loads from (`import_records`), and readiness
@@ -11,8 +15,11 @@ fails `launcher_invalid` naming a role whose engine package did not come from th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,8 +29,16 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from harness.core.paths import REPO_ROOT
+from harness.machine.runtime_overlay import (
+    RuntimeUnavailable,
+    pinned_runtime,
+    runtime_version_at,
+    runtime_version_of,
+)
 
 DYNAMO_SRC_ENV = "HARNESS_DYNAMO_SRC"
+DYNAMO_PYTHON_ENV = "HARNESS_DYNAMO_PYTHON"  # the user's interpreter, with the runtime it pins
+RUNTIME_DIR_ENV = "HARNESS_DYNAMO_RUNTIME_DIR"  # the pinned runtime from the index, on the path
 CHECKOUT_LAUNCHER = REPO_ROOT / "launchers" / "lib" / "dynamo_src_launcher.sh"
 ROLE_ADAPTER = Path(__file__).parent / "role_adapter.py"
 IMPORT_RECORDS_ENV = "HARNESS_IMPORT_RECORDS"
@@ -38,6 +53,8 @@ class DynamoSourceError(ValueError):
 @dataclass(frozen=True)
 class DynamoSource:
     root: Path
+    python: Path | None = None  # the user's interpreter that runs the roles (--dynamo-python)
+    runtime_dir: Path | None = None  # the pinned runtime from the index, on every role's path
 
     @property
     def python_dir(self) -> Path:
@@ -45,24 +62,92 @@ class DynamoSource:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DynamoSource | None:
-        value = (os.environ if environ is None else environ).get(DYNAMO_SRC_ENV)
-        return cls(Path(value).resolve()) if value else None
+        env = os.environ if environ is None else environ
+        value = env.get(DYNAMO_SRC_ENV)
+        if not value:
+            return None
+        python, runtime = env.get(DYNAMO_PYTHON_ENV), env.get(RUNTIME_DIR_ENV)
+        return cls(
+            Path(value).resolve(),
+            Path(python) if python else None,
+            Path(runtime) if runtime else None,
+        )
+
+    def runtime_version(self) -> str | None:
+        """The ai-dynamo-runtime the roles will import: the overlay's, the user's, or ours."""
+        if self.runtime_dir is not None:
+            return runtime_version_at(self.runtime_dir)
+        if self.python is not None:
+            return runtime_version_of(self.python)
+        return _installed(RUNTIME)
 
     def check(self, installed_runtime: str | None = None) -> None:
-        """Raise DynamoSourceError unless this is a Dynamo checkout the installed runtime serves."""
+        """Raise DynamoSourceError unless this is a Dynamo checkout whose pinned runtime the
+        roles will import."""
+        self.check_layout()
+        wanted = self.runtime_requirement()
+        have = installed_runtime or self.runtime_version()
+        if wanted is not None and (have is None or not wanted.specifier.contains(have, True)):
+            where = f"{self.python}'s" if self.python else "the installed"
+            raise DynamoSourceError(
+                f"--dynamo-src {self.root}: its pyproject.toml needs {wanted}, {where} {RUNTIME} "
+                f"is {have or 'missing'}: its Python would run against Rust bindings it was "
+                f"not written for. {self.both_ways(wanted)}"
+            )
+
+    def both_ways(self, wanted: Requirement, index: str | None = None) -> str:
+        """The two ways to run a checkout on the runtime it pins, each with its command."""
+        index_way = (
+            f"not possible here: {index}"
+            if index
+            else f"without --dynamo-python, the harness fetches {wanted} itself into a cached "
+            "directory on every role's path"
+        )
+        return (
+            f"Either (1) run it in your own environment, where you built {RUNTIME} from this "
+            f"checkout with its engine installed: `scripts/serve-suite --dynamo-src {self.root} "
+            f"--dynamo-python /path/to/venv/bin/python` (or activate that virtualenv first); or "
+            f"(2) the pinned runtime from the package index: {index_way}"
+        )
+
+    def with_runtime(
+        self, python: Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> DynamoSource:
+        """This source with what serves its pinned runtime: `python` (the user's, checked), the
+        installed runtime where it matches, the active virtualenv's interpreter where it has
+        the pin, else the pinned runtime from the index. Raises DynamoSourceError naming both
+        ways when none serves it."""
+        if python is not None:
+            chosen = dataclasses.replace(self, python=python.absolute())
+            chosen.check()
+            return chosen
+        self.check_layout()
+        wanted = self.runtime_requirement()
+        if wanted is None or _serves(wanted, _installed(RUNTIME)):
+            return self
+        active = active_virtualenv(os.environ if environ is None else environ)
+        if active is not None and _serves(wanted, runtime_version_of(active)):
+            return dataclasses.replace(self, python=active)
+        pinned = _pinned_version(wanted)
+        if pinned is None:
+            raise DynamoSourceError(
+                f"--dynamo-src {self.root}: its pyproject.toml needs {wanted}, the installed "
+                f"{RUNTIME} is {_installed(RUNTIME)}. "
+                + self.both_ways(wanted, f"{wanted} names no single version to fetch")
+            )
+        try:
+            return dataclasses.replace(self, runtime_dir=pinned_runtime(pinned))
+        except (RuntimeUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+            raise DynamoSourceError(
+                f"--dynamo-src {self.root}: its pyproject.toml needs {wanted}, the installed "
+                f"{RUNTIME} is {_installed(RUNTIME)}. " + self.both_ways(wanted, str(exc))
+            ) from None
+
+    def check_layout(self) -> None:
         if not (self.python_dir / "dynamo").is_dir():
             raise DynamoSourceError(
                 f"--dynamo-src {self.root}: no components/src/dynamo there (a Dynamo checkout "
                 "keeps its Python packages in components/src/dynamo)"
-            )
-        wanted = self.runtime_requirement()
-        have = installed_runtime or _installed(RUNTIME)
-        if wanted is not None and (have is None or not wanted.specifier.contains(have, True)):
-            raise DynamoSourceError(
-                f"--dynamo-src {self.root}: its pyproject.toml needs {wanted}, the installed "
-                f"{RUNTIME} is {have or 'missing'}: its Python would run against Rust bindings "
-                f"it was not written for; install {wanted} in this venv or check out a branch "
-                f"on {RUNTIME}=={have}"
             )
 
     def runtime_requirement(self) -> Requirement | None:
@@ -85,13 +170,28 @@ class DynamoSource:
         path = [
             str(ROLE_SITE),
             str(self.python_dir),
+            *([str(self.runtime_dir)] if self.runtime_dir else []),
             *([base_pythonpath] if base_pythonpath else []),
         ]
-        return {
+        env = {
             "PYTHONPATH": os.pathsep.join(path),
             IMPORT_RECORDS_ENV: str(import_records_dir(log_dir)),
             DYNAMO_SRC_ENV: str(self.root),
         }
+        if self.runtime_dir is not None:
+            env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
+        if self.python is not None:
+            env[DYNAMO_PYTHON_ENV] = str(self.python)
+        return env
+
+    def exported(self) -> dict[str, str]:
+        """The variables that carry this source to every process of the session (from_env)."""
+        env = {DYNAMO_SRC_ENV: str(self.root)}
+        if self.python is not None:
+            env[DYNAMO_PYTHON_ENV] = str(self.python)
+        if self.runtime_dir is not None:
+            env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
+        return env
 
     def owns(self, file: str | None) -> bool:
         return file is not None and Path(file).resolve().is_relative_to(self.python_dir)
@@ -119,6 +219,28 @@ def import_records(log_dir: Path) -> dict[int, dict[str, str | None]]:
                 continue  # a line cut short by a kill
             found.setdefault(int(record["pid"]), {})[record["module"]] = record.get("file")
     return found
+
+
+def active_virtualenv(environ: Mapping[str, str]) -> Path | None:
+    """The interpreter of an activated virtualenv that is not this harness's own."""
+    venv = environ.get("VIRTUAL_ENV")
+    if not venv:
+        return None
+    python = Path(venv) / "bin" / "python"
+    ours = Path(sys.prefix).resolve()
+    return python if python.exists() and Path(venv).resolve() != ours else None
+
+
+def _serves(wanted: Requirement, version: str | None) -> bool:
+    return version is not None and wanted.specifier.contains(version, True)
+
+
+def _pinned_version(wanted: Requirement) -> str | None:
+    """`==X` -> X: the one version a pin names (a range names none to fetch)."""
+    specs = list(wanted.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "==="):
+        return specs[0].version
+    return None
 
 
 def _installed(dist: str) -> str | None:

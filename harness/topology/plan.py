@@ -264,9 +264,10 @@ def adapter_env(
     role each health-port variable names, every leased port (a role handed another is refused),
     the profile's model and its tiny checkpoint, and the device leased for each GPU position."""
     role_ports = {r.health_port: r.name for r in launch.worker_roles if r.health_port}
+    user = launch.source.python if launch.source else None  # --dynamo-python
     extra = {
         "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
-        "HARNESS_REAL_PYTHON": sys.executable,  # what the adapter execs each role with
+        "HARNESS_REAL_PYTHON": str(user or sys.executable),  # what the adapter execs each role with
         "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
         "HARNESS_ROLE_PORTS": json.dumps(role_ports),
         "HARNESS_LEASED_PORTS": json.dumps({str(port): name for name, port in ports.items()}),
