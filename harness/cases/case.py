@@ -24,7 +24,7 @@ import pytest
 from requests import Response
 
 from harness.core.paths import sglang_python, sglang_venv_left_out
-from harness.core.verdict import TopologyFailure
+from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.engines import missing_engine
 from harness.machine.gpu_leases import GpuUnavailable, shortfall
 from harness.machine.gpus import GpuInventory
@@ -38,9 +38,11 @@ from harness.oracles.registry import applicable, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit, with_filler
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.topology.diagnoses import launcher_name
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import ENCODER_TAP_ENV
+from harness.topology.role_adapter import no_port_roles
 from harness.topology.roles import (
     FrontendTally,
     WorkerCounters,
@@ -167,6 +169,46 @@ def run_case(
         record.topology = pool.topology_for(sc.launch_spec)  # evidence of the failed launch
         raise
     record.topology, record.reused = topo, not pool.launched_here
+    try:
+        judge_requests(sc, topo, pool, urls, judging, record)
+    except TopologyFailure as failure:
+        fault = launcher_fault(topo, f"failed: {failure.message}")
+        if fault is not None:
+            raise fault from None
+        raise
+    fault = launcher_fault(topo, "passed: " + "; ".join(record.checks))
+    if fault is not None:
+        raise fault
+    return record.checks
+
+
+def launcher_fault(topo: Topology[Any], judged: str) -> TopologyFailure | None:
+    """A launcher fault that let the topology serve (a worker started without a system port:
+    role_adapter NAME.noport): the case fails naming it, with how its answers were judged."""
+    if topo.plan.frontend is not None:  # a deployed target: no launcher of ours to read
+        return None
+    faults = no_port_roles(topo.plan.log_dir)
+    if not faults:
+        return None
+    role, why = next(iter(faults.items()))
+    return topo.failure(
+        Cause.LAUNCHER_INVALID,
+        f"role '{role}' of {launcher_name(topo)}: the launcher is at fault: {why}. Its answers "
+        f"were judged all the same: {judged}",
+        role=role,
+    )
+
+
+def judge_requests(
+    sc: ServeCase,
+    topo: Topology[Any],
+    pool: TopologyPool,
+    urls: MediaURLs,
+    judging: Judging,
+    record: CaseRecord,
+) -> None:
+    """Send every request of the case on its launch and judge each answer, then the case's
+    answers together (into `record.checks`)."""
     model, signature = topo.plan.model, topo.plan.signature
     judge = CaseJudge(sc.tier, judging.baselines, signature, judging.settings)
     case_counters = topo.role_counters()
@@ -226,7 +268,6 @@ def run_case(
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
     run.statuses, run.end_counts, run.held = declared_while_busy(run.scope, topo)
     record.checks += judge.judge_case(run)
-    return record.checks
 
 
 def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str, Response]:

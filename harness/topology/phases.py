@@ -26,8 +26,9 @@ from harness.topology.discovery import (
 )
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, import_records
 from harness.topology.observed import Observed, role_of_pid, role_pid
-from harness.topology.plan import LaunchPlan
+from harness.topology.plan import LaunchPlan, RolePlan
 from harness.topology.processes import exposed_listeners
+from harness.topology.role_adapter import no_port_roles
 
 
 class Phase(Registered, root=True):
@@ -194,16 +195,28 @@ class Registering(Phase):
         return super().failure(topo, left_s)
 
 
+def polled_workers(topo: Observed) -> list[RolePlan]:
+    """The workers whose /health can be polled: all but those a launcher started with no system
+    port (role_adapter NAME.noport), which the case fails on once its answers are judged."""
+    if topo.plan.frontend is not None:
+        return list(topo.plan.workers)
+    unpolled = no_port_roles(topo.plan.log_dir)
+    for role in unpolled:
+        if not topo.timeline.entered("no_health_server", role):
+            topo.timeline.record(role, "no_health_server")
+    return [r for r in topo.plan.workers if r.name not in unpolled]
+
+
 class WorkersHealthy(Registering):
     """Every worker role's system port answers /health 200."""
 
     name, order = "workers_healthy", 10
 
     def done(self, topo: Observed, left_s: float) -> bool:
-        return all(topo.health_state(r.name) == "ready" for r in topo.plan.workers)
+        return all(topo.health_state(r.name) == "ready" for r in polled_workers(topo))
 
     def waiting_for(self, topo: Observed) -> str:
-        pending = [r.name for r in topo.plan.workers if topo.health_state(r.name) != "ready"]
+        pending = [r.name for r in polled_workers(topo) if topo.health_state(r.name) != "ready"]
         return f"/health 200 from {pending}"
 
     def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:

@@ -271,6 +271,9 @@ class Adapted:
     unset: list[str] = field(default_factory=list)  # removed from it
     notes: list[str] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)  # what it binds, by where it came from
+    # a worker its command line names but started with no system port: it runs (its answers are
+    # still judged), and this launcher fault fails the case afterwards (NAME.noport)
+    no_port: str | None = None
 
 
 def compact(config: object) -> str:
@@ -755,10 +758,15 @@ def held_ports(
     out.ports.update(found)
 
 
-def nccl_port(pairs: list[tuple[str, str | None]], environ: dict[str, str], out: Adapted) -> None:
+def nccl_port(
+    pairs: list[tuple[str, str | None]], environ: dict[str, str], out: Adapted, role: str
+) -> None:
     """SGLang's torch rendezvous on the role's leased port where the launcher passes none (SGLang
     would pick a free port itself, which no lease holds and no profile can name)."""
     index = worker_index(environ)
+    if index is None:  # no system port: the index of the role's own health-port variable
+        digits = (role_port_var(role, environ) or "").removeprefix(SYSTEM_PORT_ENV)
+        index = int(digits) if digits.isdigit() else None
     var = SGLANG_NCCL_LEASED.format(i=index)
     port = environ.get(var, "")
     if index is None or "--nccl-port" in dict(pairs) or not port:
@@ -773,11 +781,15 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
         return Adapted(environ.get(ROLE_ENV), argv)  # a role of ours that is no engine: as is
     module, args = argv[1], argv[2:]
     role = role_of(module, environ)
+    no_port = None
     if role is None:
-        raise unnamed_role(module, args, environ)
-    if module != "dynamo.frontend" and ROLE_ENV not in environ:
+        refused = unnamed_role(module, args, environ)
+        if environ.get(SYSTEM_PORT_ENV) or refused.role is None:
+            raise refused
+        role, no_port = refused.role, str(refused)  # runs; the case fails after its answers
+    if module != "dynamo.frontend" and ROLE_ENV not in environ and no_port is None:
         crossed_port(module, role, args, environ)
-    out = Adapted(role, [])
+    out = Adapted(role, [], no_port=no_port)
     tier = environ.get("HARNESS_DEVICE", "gpu")
     if module == "dynamo.frontend":
         out.argv = ["-m", module, *frontend(args, environ, out)]
@@ -786,7 +798,7 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     pairs = split_args(args)
     check_model(module, pairs, environ)
     if module == "dynamo.sglang":
-        nccl_port(pairs, environ, out)
+        nccl_port(pairs, environ, out, role)
     held_ports(module, pairs, environ, out)
     if tier == "cpu" and module not in ("dynamo.vllm", "dynamo.sglang"):
         raise Refused(f"-m {module} (the CPU tier runs dynamo.vllm and dynamo.sglang workers)")
@@ -830,6 +842,24 @@ def audit_view(env: dict[str, str]) -> dict[str, str]:
     }
 
 
+NO_PORT_SUFFIX = ".noport"  # NAME.noport: a worker run without a system port (Adapted.no_port)
+
+
+def written(path: Path, record: dict[str, object]) -> None:
+    """A JSON record written whole or not at all: the harness polls for the file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record) + "\n")
+    partial.rename(path)
+
+
+def no_port_roles(log_dir: Path) -> dict[str, str]:
+    """{role: why} for every worker a launcher started without a system port (NAME.noport)."""
+    return {
+        path.name.removesuffix(NO_PORT_SUFFIX): json.loads(path.read_text())["refused"]
+        for path in sorted(log_dir.glob(f"*{NO_PORT_SUFFIX}"))
+    }
+
+
 def contract_files(log_dir: Path, role: str) -> None:
     """NAME.pid, and this process's output into NAME.log (the launcher contract)."""
     (log_dir / f"{role}.pid").write_text(f"{os.getpid()}\n")
@@ -854,11 +884,7 @@ def main() -> None:
             "port": refused.port,
             "fault": refused.fault,
         }
-        # whole or not at all: the harness polls for the file while it is written
-        refused_file = log_dir / f"{role or 'unknown'}.refused"
-        partial = refused_file.with_suffix(".refused.partial")
-        partial.write_text(json.dumps(record) + "\n")
-        partial.rename(refused_file)
+        written(log_dir / f"{role or 'unknown'}.refused", record)
         tier = environ.get("HARNESS_DEVICE", "gpu")
         says = (
             "the launcher is at fault"
@@ -885,6 +911,8 @@ def main() -> None:
         if dry:
             record["seen_env"] = audit_view(env)
         (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
+        if adapted.no_port:
+            written(log_dir / f"{adapted.role}{NO_PORT_SUFFIX}", {"refused": adapted.no_port})
         if dry:
             return
         if environ.get(CONTRACT_ENV) == "1":

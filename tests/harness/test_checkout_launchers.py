@@ -124,13 +124,19 @@ ROLE_PORTS = {
 }
 
 
+LEASED = {
+    "21001": "DYN_SYSTEM_PORT1",
+    "21002": "DYN_SYSTEM_PORT2",
+    "21003": "DYN_SYSTEM_PORT3",
+    "21013": "SGLANG_NCCL_PORT3",
+}
+
+
 def env(**extra: str) -> dict[str, str]:
     return {
         "HARNESS_DEVICE": "cpu",
         "HARNESS_ROLE_PORTS": json.dumps(ROLE_PORTS),
-        "HARNESS_LEASED_PORTS": json.dumps(
-            {"21001": "DYN_SYSTEM_PORT1", "21002": "DYN_SYSTEM_PORT2", "21003": "DYN_SYSTEM_PORT3"}
-        ),
+        "HARNESS_LEASED_PORTS": json.dumps(LEASED),
         "DYN_SYSTEM_PORT1": "21001",
         "DYN_SYSTEM_PORT2": "21002",
         "DYN_SYSTEM_PORT3": "21003",
@@ -148,13 +154,18 @@ SGLANG_DECODE = [
 
 
 def test_a_worker_without_a_system_port_is_named_by_its_command_line() -> None:
-    with pytest.raises(Refused) as refused:
-        adapt(SGLANG_DECODE, env())
-    assert refused.value.role == "decode" and refused.value.fault == "launcher"
-    message = str(refused.value)
-    assert "worker 'decode'" in message and "DYN_SYSTEM_PORT unset" in message
-    assert "start it with DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT3}" in message
-    assert "health contract is not met" in message
+    """It runs (its answers are judged) as the role its command line names, on that role's
+    leased rendezvous port, and carries the launcher fault the case fails on afterwards."""
+    out = adapt(SGLANG_DECODE, env(SGLANG_NCCL_PORT3="21013"))
+    assert out.role == "decode" and out.no_port is not None
+    assert "worker 'decode'" in out.no_port and "DYN_SYSTEM_PORT unset" in out.no_port
+    assert "start it with DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT3}" in out.no_port
+    assert "health contract is not met" in out.no_port
+    assert out.argv[out.argv.index("--nccl-port") + 1] == "21013"
+    anonymous = ["-m", "dynamo.sglang", "--model-path", "Qwen/Qwen3-VL-2B-Instruct"]
+    with pytest.raises(Refused) as refused:  # no port, and nothing says which role it is
+        adapt(anonymous, env())
+    assert refused.value.role is None and refused.value.fault == "launcher"
 
 
 def test_crossed_ports_name_the_worker_on_the_wrong_one() -> None:

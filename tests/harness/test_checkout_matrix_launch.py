@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.case import CaseRecord, TopologyPool, run_case
 from harness.core.verdict import Cause, TopologyFailure
-from harness.payloads.chat import MediaURLs
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.judge import Judging
+from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.profiles.checkout_matrix import matrix_at
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
@@ -80,12 +84,34 @@ def failure_of(profile: str, test_id: str) -> tuple[TopologyFailure, LaunchSpec]
     return failure.value, sc.launch_spec
 
 
-def test_a_decode_worker_without_a_system_port_is_named(as_checkout: Path) -> None:
-    failure, spec = failure_of("profiles/sglang/epd_qwen3-vl-2b.yaml", "multimodal_disagg_qwen")
-    assert spec.script.name == "multimodal_disagg.sh"
+def test_a_decode_worker_without_a_system_port_is_named_and_still_judged(
+    as_checkout: Path, urls: MediaURLs
+) -> None:
+    """Upstream main's SGLang E/P/D: decode runs with no system port. The topology serves, the
+    answer is judged, and the case fails naming decode and the variable it should have read."""
+    sc = case_of(
+        load_profile(ROOT / "profiles/sglang/epd_qwen3-vl-2b.yaml", ROOT), "multimodal_disagg_qwen"
+    )
+    assert sc.launch_spec.script.name == "multimodal_disagg.sh"
+    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
+    record = CaseRecord()
+    kinds = {kind for r in sc.requests for kind in r.media}
+    with (
+        pytest.raises(TopologyFailure) as raised,
+        TopologyPool(lambda sig: warmup_bodies(kinds, urls, text=False)) as pool,
+    ):
+        run_case(sc, pool, urls, judging, record)
+    assert record.topology is not None
+    plan = record.topology.plan
+    nothing_left(plan.topology_id, list(plan.ports.values()))
+    failure = raised.value
     assert failure.cause == Cause.LAUNCHER_INVALID and failure.evidence.role == "decode"
-    assert "role 'decode' of multimodal_disagg.sh: the launcher is at fault" in str(failure)
-    assert "start it with DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT3}" in str(failure)
+    message = str(failure)
+    assert "role 'decode' of multimodal_disagg.sh: the launcher is at fault" in message
+    assert "start it with DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT3}" in message
+    # judged all the same: the answer's own lines (the path oracle cannot read decode's counters)
+    assert "Its answers were judged all the same:" in message
+    assert "role 'decode': its /metrics did not answer" in message, message
 
 
 def test_the_xpu_epd_encode_worker_has_no_health_source(as_checkout: Path) -> None:

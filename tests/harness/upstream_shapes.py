@@ -459,16 +459,19 @@ while [[ $# -gt 0 ]]; do
     *) echo "Unknown option: $1"; exit 1 ;;
   esac
 done
+ENGINE="--page-size 16 --tp-size 1 --trust-remote-code --skip-tokenizer-init"
 unset DYN_SYSTEM_PORT
 python3 -m dynamo.frontend &
 DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT1:-8081} \
-python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode encode --model-path "$MODEL" \
-  --skip-tokenizer-init &
+python3 -m dynamo.sglang --model-path "$MODEL" --enable-multimodal --disaggregation-mode encode \
+  --chat-template qwen2-vl --skip-tokenizer-init &
 DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT2:-8082} \
-python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode prefill --model-path "$MODEL" \
-  --disaggregation-transfer-backend nixl &
-python3 -m dynamo.sglang --enable-multimodal --disaggregation-mode decode --model-path "$MODEL" \
-  --disaggregation-transfer-backend nixl &
+python3 -m dynamo.sglang --model-path "$MODEL" --enable-multimodal --dedicated-mm-encoder \
+  --disaggregation-mode prefill $ENGINE --disable-radix-cache \
+  --disaggregation-transfer-backend nixl \
+  --disaggregation-bootstrap-port "$(dyn_port DYN_SGLANG_BOOTSTRAP_PORT 1 12345)" &
+python3 -m dynamo.sglang --model-path "$MODEL" --enable-multimodal --dedicated-mm-encoder \
+  --disaggregation-mode decode $ENGINE --disaggregation-transfer-backend nixl &
 wait_any_exit
 """
 
