@@ -32,6 +32,9 @@ class UpstreamTest:
     followups: int = 0  # requests it sends after the first on the same deployment
     accelerator: str = "cuda"  # xpu: an id of vllm_xpu.py (the same ids as CUDA's, another file)
     where: str = ""  # file:line in the checkout it was read from (empty: the catalogue)
+    # upstream skips it unconditionally (why), and this repo still runs it by its own id (`here`):
+    # the CPU tier has what the upstream runner lacks (e.g. an XPU decode kernel)
+    skipped_upstream: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ def render_markdown(
             note += f"; our id `{up.here}` (ids are unique across stacks here)"
         if not row.problem and up.model_differs:
             note += f"; upstream serves {up.model} (Models, below)"
+        if not row.problem and up.skipped_upstream and row.ours:
+            note += f"; skipped upstream ({up.skipped_upstream}), run here"
         stack = up.stack.removeprefix("dynamo-")
         stack += "" if up.accelerator == "cuda" else f" ({up.accelerator})"
         lines.append(

@@ -45,9 +45,11 @@ def read_checkout(src: Path, catalogue: list[UpstreamTest]) -> tuple[list[Upstre
         test = upstream_test(entry)
         found = known.get((entry.stack, entry.accelerator, entry.id))
         if found is not None:
+            carried = found.here is not None and found.absent is None  # by our own id
             test = dataclasses.replace(
                 test,
-                absent=test.absent or found.absent,
+                absent=None if carried else test.absent or found.absent,
+                skipped_upstream=entry.skip if carried else None,
                 here=found.here,
                 model_differs=found.model_differs,
             )

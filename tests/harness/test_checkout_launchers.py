@@ -18,7 +18,12 @@ from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.role_adapter import Refused, adapt
 from tests.harness.upstream_profile_files import MATRIX, write_matrix
-from tests.harness.upstream_shapes import MATRIX_LAUNCHERS, SGLANG_AGG_PATH, XPU_EPD_PATH
+from tests.harness.upstream_shapes import (
+    MATRIX_LAUNCHERS,
+    SGLANG_AGG_PATH,
+    XPU_AGG_PATH,
+    XPU_EPD_PATH,
+)
 
 
 def profile(rel: str) -> Profile:
@@ -87,6 +92,19 @@ def test_the_xpu_launcher_is_the_profiles_default_where_the_matrix_names_none(
     assert "the profile's default: its matrix names none for it" in launch.choice.why
     case = ServeCase(XPU_EPD, XPU_EPD.cases[0], "cpu")
     assert "--dynamo-src" in (case.skip_reason(None) or "")  # without a checkout: the same program
+
+
+def test_upstreams_xpu_ids_run_the_checkouts_xpu_launcher(tmp_path: Path) -> None:
+    """vllm_xpu.py's agg ids (skipped upstream for a missing XPU kernel) run on the CPU tier."""
+    root = checkout(tmp_path)
+    xpu_agg = profile("vllm/agg_xpu_qwen3-vl-2b.yaml")
+    launch = spec(xpu_agg, root, 1)  # mm_xpu_agg_qwen3-vl-2b_b64
+    assert launch.script == root / XPU_AGG_PATH
+    assert launch.choice.upstream_id == "mm_agg_qwen3-vl-2b_b64"
+    assert launch.choice.why.startswith("tests/serve/multimodal_profiles/vllm_xpu.py:")
+    assert launch.args[-2:] == ("--block-size", "16")  # the XPU profile's extra_vllm_args
+    cuda = spec(profile("vllm/agg_qwen3-vl-2b.yaml"), root, 1)  # the same upstream id on CUDA
+    assert cuda.script == root / "examples/backends/vllm/launch/agg_multimodal.sh"
 
 
 def test_a_checkout_without_the_launcher_says_so_and_runs_nothing_of_ours(tmp_path: Path) -> None:

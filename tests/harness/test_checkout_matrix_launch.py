@@ -67,6 +67,16 @@ def test_the_renamed_sglang_agg_runs_the_checkouts_script(
 
 
 @EXHAUSTIVE
+def test_an_xpu_agg_id_upstream_skips_runs_on_the_cpu_tier(
+    as_checkout: Path, urls: MediaURLs
+) -> None:
+    checks = matrix_case(
+        "profiles/vllm/agg_xpu_qwen3-vl-2b.yaml", "mm_xpu_agg_qwen3-vl-2b_b64", as_checkout, urls
+    )
+    assert any(c.startswith("matches the model's own answer") for c in checks), checks
+
+
+@EXHAUSTIVE
 def test_sglang_p_d_with_its_gpu_memory_options(as_checkout: Path, urls: MediaURLs) -> None:
     checks = matrix_case(
         "profiles/sglang/pd_qwen3-vl-2b.yaml", "mm_sglang_pd_qwen3-vl-2b", as_checkout, urls

@@ -38,7 +38,7 @@ def test_the_listing_names_each_upstream_id_not_carried_and_why(
     assert "  mm_agg_gemma4-e2b-it [vllm, pre_merge]: no tiny Gemma-4 checkpoint" in tail
     assert "  mm_agg_qwen3.5-0.8b [vllm, post_merge]: Qwen3.5's Gated DeltaNet layers" in tail
     assert "mm_agg_qwen3-vl-2b [vllm," not in tail  # carried: listed above with its oracles
-    assert "  mm_agg_qwen3-vl-2b [vllm xpu, post_merge]: skipped upstream (vLLM XPU" in tail
+    assert "  mm_agg_router_qwen3-vl-2b [vllm xpu, pre_merge]: skipped upstream (vLLM XPU" in tail
 
 
 def test_missing_profiles_dir(capsys: pytest.CaptureFixture[str]) -> None:

@@ -531,6 +531,31 @@ def xpu_epd(health_source: bool) -> str:
     return XPU_EPD.replace("ENCODE_ENV", line)
 
 
+# Upstream's XPU agg (xpu/agg_multimodal_xpu.sh): the one worker on DYN_SYSTEM_PORT, its device by
+# ZE_AFFINITY_MASK, XPU's block size and eager mode.
+XPU_AGG = r"""#!/bin/bash
+# Aggregated multimodal on Intel XPU: frontend + one worker.
+set -e
+trap 'echo Cleaning up...; kill 0' EXIT
+SCRIPT_DIR="$(dirname "$(readlink -f "$0")")"
+source "$SCRIPT_DIR/../../../../common/launch_utils.sh"
+MODEL_NAME="Qwen/Qwen3-VL-2B-Instruct"
+EXTRA_ARGS=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL_NAME=$2; shift 2 ;;
+    *) EXTRA_ARGS+=("$1"); shift ;;
+  esac
+done
+python -m dynamo.frontend &
+ZE_AFFINITY_MASK=0 DYN_SYSTEM_PORT=${DYN_SYSTEM_PORT:-8081} \
+python -m dynamo.vllm --enable-multimodal --model "$MODEL_NAME" --block-size 64 --enforce-eager \
+  --max-model-len 10240 --gpu-memory-utilization 0.9 "${EXTRA_ARGS[@]}" &
+wait_any_exit
+"""
+
+XPU_AGG_PATH = "examples/backends/vllm/launch/xpu/agg_multimodal_xpu.sh"
+
 # A checkout's launchers as upstream names them today, by path (the matrix's scripts).
 SGLANG_AGG_PATH = "examples/backends/sglang/launch/agg_vision.sh"
 XPU_EPD_PATH = "examples/backends/vllm/launch/xpu/disagg_multimodal_epd_xpu.sh"
@@ -539,6 +564,7 @@ MATRIX_LAUNCHERS = {
     "examples/backends/sglang/launch/disagg_same_gpu.sh": SGLANG_PD_SAME_GPU,
     "examples/backends/sglang/launch/multimodal_disagg.sh": SGLANG_EPD_NO_DECODE_PORT,
     XPU_EPD_PATH: xpu_epd(health_source=False),
+    XPU_AGG_PATH: XPU_AGG,
 }
 
 
