@@ -36,7 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cli.main import CliError, add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.main import (
+    CliError,
+    add_profiles_option,
+    add_tier_option,
+    profiles_in,
+    reports_user_errors,
+    tier_chosen,
+)
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Profile, Tier
 from harness.profiles.launchers import files_used_by
@@ -44,6 +51,11 @@ from harness.profiles.load import cadence_marks
 from harness.profiles.upstream import UPSTREAM_TAG, upstream_ids
 
 ORDER = 50  # its place in `serve-harness --help` (harness/cli/main.py)
+
+EXAMPLES = """examples:
+  serve-harness affected --base origin/main            # this repo's change -> ids
+  serve-harness affected launchers/vllm/disagg_multimodal_epd.sh --tier cpu
+  serve-harness affected --dynamo-src ~/dynamo --base origin/main   # your Dynamo branch's change"""
 
 EVERYTHING_PREFIXES = ("harness/", "tests/serve/", "requirements/")
 EVERYTHING_FILES = (
@@ -196,7 +208,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--base", help="git ref: files changed in REF...HEAD plus uncommitted and untracked ones"
     )
-    parser.add_argument("--tier", choices=["cpu", "gpu"], help="only this tier's cadence")
+    add_tier_option(parser, all_by_default=True)
     parser.add_argument("--nodeids", action="store_true", help="print pytest node ids only")
     parser.add_argument(
         "--dynamo-src",
@@ -205,7 +217,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "that run them under --dynamo-src",
     )
     parser.add_argument(
-        "--strict", action="store_true", help="exit 3 when a changed launcher lacks pre_merge"
+        "--strict", action="store_true", help="exit 1 when a changed launcher lacks pre_merge"
     )
     add_profiles_option(parser)
     return parser
@@ -274,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
         files = changed_files(args.base, checkout or REPO_ROOT)
     if not args.files and not args.base:
         print("affected: no --base given: uncommitted and untracked changes only", file=sys.stderr)
-    tiers: tuple[Tier, ...] = (args.tier,) if args.tier else TIERS
+    chosen = tier_chosen(args.tier)
+    tiers: tuple[Tier, ...] = (chosen,) if chosen else TIERS
     report = affected(files, profiles_in(args.profiles), tiers=tiers, checkout=bool(checkout))
     text = render(report, args.nodeids)
     if text:
@@ -286,4 +299,4 @@ def run(args: argparse.Namespace) -> int:
     )
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
-    return 3 if args.strict and report.warnings else 0
+    return 1 if args.strict and report.warnings else 0

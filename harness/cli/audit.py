@@ -1,5 +1,6 @@
-"""`python -m harness audit [PROFILE…]`: dry-run launchers behind recording shims and check
-ports, health sources, engine flags and model registration. Exit 1 on any finding."""
+"""Dry-run launchers behind recording shims (no engine starts) and check ports, health sources,
+engine flags and model registration against each profile, on every tier it has. Exit 1 on any
+finding."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.core.paths import REPO_ROOT
+from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named, reports_user_errors
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 
 ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
@@ -18,7 +19,12 @@ NAME = "audit"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(NAME, help="check launchers against profiles without engines")
-    p.add_argument("profiles", nargs="*", type=Path, help="profile YAML files (default: all)")
+    p.add_argument(
+        "profiles",
+        nargs="*",
+        metavar="PROFILE",
+        help="profile names (as `up` takes them) or YAML paths (default: every profile)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="list every audited launch")
     p.add_argument(
         "--dynamo-src",
@@ -29,13 +35,31 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+EXAMPLES = """examples:
+  serve-harness audit                          # every profile
+  serve-harness audit agg_qwen3-vl-2b          # one profile, by name
+  serve-harness audit profiles/vllm/epd_qwen3-vl-2b.yaml --dynamo-src ~/dynamo"""
+
+
+def profile_paths(names: list[str]) -> list[Path]:
+    """Each argument as a profile file: an existing YAML path, else a profile's name."""
+    paths = []
+    for name in names:
+        path = Path(name)
+        if path.suffix in (".yaml", ".yml") and not path.is_file():
+            raise CliError(f"no such profile file {name}")
+        paths.append(path if path.is_file() else Path(profile_named(DEFAULT_PROFILES, name).source))
+    return paths
+
+
+@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     from harness.audit.engine_flags import table
     from harness.audit.runner import audit
 
     if args.dynamo_src:
         os.environ[DYNAMO_SRC_ENV] = str(Path(args.dynamo_src).resolve())
-    paths = args.profiles or sorted((REPO_ROOT / "profiles").rglob("*.yaml"))
+    paths = profile_paths(args.profiles) or sorted(DEFAULT_PROFILES.rglob("*.yaml"))
     result = audit([p.resolve() for p in paths])
     if args.verbose:
         for launch in result.launches:

@@ -38,6 +38,9 @@ from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSour
 
 ORDER = 85  # after `validate` (80) in `serve-harness --help`
 
+EXAMPLES = """examples:
+  serve-harness bisect ~/dynamo --good v1.6.0 --bad main --ids mm_epd_qwen3-vl-2b"""
+
 Failure = tuple[str | None, str | None]  # (cause, role)
 Rows = dict[str, dict[str, Any]]  # test id -> its results row
 BAD, GOOD, SKIP = "bad", "good", "skip"
@@ -215,7 +218,7 @@ StepRun = Callable[[int, Commit, list[str]], Step]
 def bisect(history: Bisection, run_step: StepRun, ids: list[str]) -> int:
     """Run --bad, then bisect what fails there; the exit status (0: found, 1: not)."""
     bad = history.commits[-1]
-    say(f"harness bisect: step 1, --bad {bad.short} ({bad.subject}): {', '.join(ids)}")
+    say(f"serve-harness bisect: step 1, --bad {bad.short} ({bad.subject}): {', '.join(ids)}")
     history.running = f"--bad {bad.short} {bad.subject}"
     step = run_step(1, bad, ids)
     history.signature = {i: failure_of(r) for i, r in step.rows.items() if failed(r)}
@@ -235,13 +238,13 @@ def bisect(history: Bisection, run_step: StepRun, ids: list[str]) -> int:
         commit = history.commits[index]
         number = len(history.steps) + 1
         left = history.bad - history.good - 1
-        say(f"harness bisect: step {number}, {commit.short} ({commit.subject}); {left} left")
+        say(f"serve-harness bisect: step {number}, {commit.short} ({commit.subject}); {left} left")
         history.running = f"{commit.short} {commit.subject}"
         step = run_step(number, commit, history.ids)
         step.verdict, why = judge(step.rows, history.signature)
         step.why = f"{why}; {step.why}" if step.why else why
         history.record(index, step)
-        say(f"harness bisect: {commit.short}: {step.verdict} ({step.why})")
+        say(f"serve-harness bisect: {commit.short}: {step.verdict} ({step.why})")
     return 0
 
 
@@ -335,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     if not ids:
         raise CliError(f"no CPU-tier serve case runs what changed in {args.good}..{args.bad}")
     print(
-        f"harness bisect: {len(commits)} commit(s) after {args.good} up to {args.bad}; "
+        f"serve-harness bisect: {len(commits)} commit(s) after {args.good} up to {args.bad}; "
         f"id(s) at --bad: {', '.join(ids)}",
         file=sys.stderr,
     )
@@ -351,14 +354,14 @@ def run(args: argparse.Namespace) -> int:
         code = bisect(history, Runner(checkout, root, extra), ids)
     except KeyboardInterrupt:
         interrupted = f"step {len(history.steps) + 1}, {history.running or 'between steps'}"
-        say(f"harness bisect: interrupted at {interrupted}; the steps before it follow")
+        say(f"serve-harness bisect: interrupted at {interrupted}; the steps before it follow")
     finally:
         took = time.monotonic() - started
         text = render(history, checkout, args.good, args.bad, took, interrupted)
         root.mkdir(parents=True, exist_ok=True)
         (root / "bisect.md").write_text(text + "\n")
         print(text)
-        say(f"harness bisect: table and every step's results in {root}")
+        say(f"serve-harness bisect: table and every step's results in {root}")
     return code
 
 

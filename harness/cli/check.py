@@ -23,7 +23,7 @@ import psutil
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.cli.main import add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.main import add_profiles_option, add_tier_option, profiles_in, reports_user_errors
 from harness.core.paths import REPO_ROOT, SGLANG_VENV, sglang_venv_left_out
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
@@ -34,6 +34,10 @@ from harness.profiles import Profile, Tier
 from harness.topology.processes import describe_stale, stale_processes
 
 ORDER = 10  # its place in `serve-harness --help` (harness/cli/main.py)
+
+EXAMPLES = """examples:
+  serve-harness check               # this machine's tier
+  serve-harness check --tier cpu"""
 
 Status = Literal["ok", "info", "warn", "fail"]  # info: reported, not judged
 DYNAMO = "ai-dynamo"
@@ -346,7 +350,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "check", help="can this machine run the serve suite (tier, packages, models, leftovers)"
     )
-    parser.add_argument("--tier", default="auto", choices=["auto", "cpu", "gpu"])
+    add_tier_option(parser)
     add_profiles_option(parser)
     return parser
 

@@ -42,6 +42,9 @@ from harness.topology.processes import handling, raise_interrupt
 
 ORDER = 70  # its place in `serve-harness --help` (harness/cli/main.py)
 
+EXAMPLES = """examples:
+  serve-harness docker --image serve-harness-cpu:local -- -m post_merge"""
+
 LABEL = "serve-harness"
 OWNER_LABEL = "serve-harness.owner-pid"
 OWNER_STARTED_LABEL = "serve-harness.owner-started"
@@ -276,7 +279,7 @@ def ensure_image(client: Any, image: str, say: IO[str]) -> None:
         return
     except ImageNotFound:
         pass
-    print(f"harness docker: {image} is not local; pulling it", file=say, flush=True)
+    print(f"serve-harness docker: {image} is not local; pulling it", file=say, flush=True)
     try:
         client.images.pull(image)  # the SDK splits tag / @digest / registry port itself
     except APIError as exc:
@@ -433,7 +436,7 @@ def run_in_image(
     orphans = remove_orphans(client)
     if orphans:
         print(
-            f"harness docker: removed {len(orphans)} container(s) a killed run left: "
+            f"serve-harness docker: removed {len(orphans)} container(s) a killed run left: "
             + ", ".join(orphans),
             file=sys.stderr,
         )
@@ -443,7 +446,7 @@ def run_in_image(
     except ImageUnavailable as exc:
         raise CliError(f"--image {spec.image}: {exc}") from None
     except KeyboardInterrupt:
-        print("harness docker: interrupted; container removed", file=sys.stderr)
+        print("serve-harness docker: interrupted; container removed", file=sys.stderr)
         return 130
 
 
@@ -456,5 +459,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     code = run_in_image(spec, results_dir, docker_client())
     if code != 130:
-        print(f"harness docker: exit {code}; results in {results_dir}", file=sys.stderr)
+        print(f"serve-harness docker: exit {code}; results in {results_dir}", file=sys.stderr)
     return code

@@ -13,8 +13,10 @@ from harness.cli.main import (
     DEFAULT_CASE,
     CliError,
     add_profiles_option,
+    add_tier_option,
     profiles_in,
     reports_user_errors,
+    tier_chosen,
 )
 from harness.core.paths import REPO_ROOT
 from harness.machine.memory_plan import GIB, model_facts, plan_memory
@@ -34,12 +36,17 @@ from harness.profiles.upstream_checkout import UnreadableCheckout, read_checkout
 
 ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 
+EXAMPLES = """examples:
+  serve-harness list --tier cpu                 # every id, its marks and oracles, skips with why
+  serve-harness list --upstream                 # parity with upstream's ids (the catalogue)
+  serve-harness list --upstream --dynamo-src ~/dynamo   # parity with your checkout's own matrix"""
+
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("list", help="list profiles, tiers and serve test ids")
-    parser.add_argument("--tier", choices=TIERS, help="only this tier (default: both)")
+    add_tier_option(parser, all_by_default=True)
     parser.add_argument("--json", action="store_true", help="one JSON object per case per line")
     parser.add_argument(
         "--upstream",
@@ -173,7 +180,7 @@ def render_shard(args: argparse.Namespace) -> str:
         shard = Shard.parse(args.shard)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    tier: Tier = args.tier or "gpu"
+    tier: Tier = tier_chosen(args.tier) or "gpu"
     cases = cadence_cases(profiles_in(args.profiles), tier, args.cadence)
     plan = plan_shards(cases, shard.count, recorded_durations(args.durations_from))
     mine = plan.of(shard)
@@ -203,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
         rows = parity(profiles_in(args.profiles), catalogue)
         print(render_markdown(rows, sources, command), end="")
         return 1 if any(row.problem for row in rows) else 0
-    tiers = (args.tier,) if args.tier else TIERS
+    chosen = tier_chosen(args.tier)
+    tiers = (chosen,) if chosen else TIERS
     profiles = profiles_in(args.profiles)
     rows = case_rows(profiles, tiers)
     if args.json:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.core.paths import REPO_ROOT
-from harness.profiles import CaseSpec, Profile, ProfileError, load_profiles
+from harness.profiles import CaseSpec, Profile, ProfileError, Tier, load_profiles
 
 DEFAULT_PROFILES = REPO_ROOT / "profiles"
 DEFAULT_CASE = "default"
@@ -41,13 +41,37 @@ def reports_user_errors(run: Run) -> Run:
         try:
             return run(args)
         except (CliError, ProfileError) as exc:
-            print(f"harness {args.command}: {exc}", file=sys.stderr)
+            print(f"serve-harness {args.command}: {exc}", file=sys.stderr)
             return 2
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141
 
     return wrapped
+
+
+TIER_CHOICES = ("auto", "cpu", "gpu")
+
+
+def add_tier_option(parser: argparse.ArgumentParser, all_by_default: bool = False) -> None:
+    """`--tier {auto,cpu,gpu}`, one choice set for every subcommand: auto is this machine's tier
+    (GPU when NVML sees a device; HARNESS_TIER overrides); `all_by_default`: no flag means both
+    tiers (list, affected)."""
+    default = None if all_by_default else "auto"
+    both = "; default: both tiers" if all_by_default else "; default: auto"
+    parser.add_argument(
+        "--tier",
+        choices=TIER_CHOICES,
+        default=default,
+        help=f"auto: this machine's tier (GPU when NVML sees one, else CPU){both}",
+    )
+
+
+def tier_chosen(value: str | None) -> Tier | None:
+    """The tier a --tier value names (auto: this machine's); None stays None (both tiers)."""
+    from harness.machine.tier import detect_tier
+
+    return None if value is None else detect_tier(value)
 
 
 def add_profiles_option(parser: argparse.ArgumentParser) -> None:
@@ -132,9 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tools around the serve suite; `serve-harness COMMAND --help` says more.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    helps = {}
     for module in subcommand_modules():
         sub = module.add_parser(subparsers)
         sub.set_defaults(run=module.run)
+        helps[sub.prog] = (sub, getattr(module, "EXAMPLES", ""))
+    for action in subparsers._choices_actions:  # each subcommand's one-line help
+        sub, examples = helps[f"{parser.prog} {action.dest}"]
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        sub.description = sub.description or f"{action.help[:1].upper()}{action.help[1:]}."
+        sub.epilog = "\n\n".join(part for part in (sub.epilog, examples, EXIT_CODES) if part)
     return parser
 
 
@@ -142,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (CliError, ProfileError) as exc:
-        print(f"harness {args.command}: {exc}", file=sys.stderr)
+    except (CliError, ProfileError) as exc:  # a run() that does not report its own
+        print(f"serve-harness {args.command}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `… | head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -22,6 +22,10 @@ from harness.report import (
 
 ORDER = 60  # its place in `serve-harness --help` (harness/cli/main.py)
 
+EXAMPLES = """examples:
+  serve-harness report runs/results.jsonl
+  serve-harness report runs/results.jsonl --compare old/results.jsonl"""
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="results.jsonl -> validation / A-B tables")

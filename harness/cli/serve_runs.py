@@ -88,7 +88,7 @@ def run_side(
         "no:cacheprovider",
         *extra,
     ]
-    print(f"harness {tool}: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
+    print(f"serve-harness {tool}: {side} run: {' '.join(command)}", file=sys.stderr, flush=True)
     try:  # the run's output on stderr (stdout is the table); inherited where it is no file
         err: int | None = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
@@ -154,4 +154,4 @@ def write_table(text: str, root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "validation.md").write_text(text + "\n")
     print(text)
-    print(f"harness validate: table and both runs' results in {root}", file=sys.stderr)
+    print(f"serve-harness validate: table and both runs' results in {root}", file=sys.stderr)

@@ -14,6 +14,7 @@ from harness.cli.main import (
     DEFAULT_CASE,
     CliError,
     add_profiles_option,
+    add_tier_option,
     case_named,
     profile_named,
     reports_user_errors,
@@ -27,6 +28,9 @@ from harness.topology.topology import Topology, launch
 
 ORDER = 30  # its place in `serve-harness --help` (harness/cli/main.py)
 
+EXAMPLES = """examples:
+  serve-harness up agg_qwen3-vl-2b --tier cpu    # Ctrl-C tears it down"""
+
 WATCH_S = 1.0
 TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}
 
@@ -34,7 +38,7 @@ TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tok
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("up", help="launch a topology and keep it up until Ctrl-C")
     parser.add_argument("profile", help="profile name, e.g. agg_qwen3-vl-2b")
-    parser.add_argument("--tier", default="auto", choices=["auto", "cpu", "gpu"])
+    add_tier_option(parser)
     parser.add_argument(
         "--case", help=f"case suffix whose launcher args to use ({DEFAULT_CASE}: no suffix)"
     )

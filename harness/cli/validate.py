@@ -19,7 +19,13 @@ from harness.cli.affected import affected, changed_files
 from harness.cli.docker import (
     add_container_options,
 )
-from harness.cli.main import CliError, add_profiles_option, profiles_in, reports_user_errors
+from harness.cli.main import (
+    TIER_CHOICES,
+    CliError,
+    add_profiles_option,
+    profiles_in,
+    reports_user_errors,
+)
 from harness.cli.serve_runs import (
     Rows,
     Runs,
@@ -36,6 +42,12 @@ from harness.cli.validate_patch import run_patch
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
 ORDER = 80  # its place in `serve-harness --help` (harness/cli/main.py)
+
+EXAMPLES = """examples:
+  serve-harness validate checkout ~/dynamo --base origin/main
+  serve-harness validate patch docs/patches/dynamo-1.6.1-encoder-dtype.patch \\
+    --ids mm_epd_qwen3-vl-2b
+  serve-harness validate image serve-harness-cpu:local"""
 
 
 def run_checkout(args: argparse.Namespace) -> int:
@@ -61,7 +73,8 @@ def run_checkout(args: argparse.Namespace) -> int:
         raise CliError(f"no CPU-tier serve case runs what changed since {args.base}: {files}")
     sides = (f"base {args.base}", "change")
     print(
-        f"harness validate: {len(ids)} id(s), {checkout} at {args.base} vs now: {', '.join(ids)}",
+        f"serve-harness validate: {len(ids)} id(s), {checkout} at {args.base} vs now: "
+        f"{', '.join(ids)}",
         file=sys.stderr,
     )
     if args.dry_run:
@@ -184,7 +197,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     image.add_argument(
         "--ids", type=listed_ids, metavar="ID,…", help="a subset of the affected ids to run"
     )
-    image.add_argument("--tier", choices=["cpu", "gpu"], help="default: gpu with --gpus, else cpu")
+    image.add_argument(
+        "--tier",
+        choices=TIER_CHOICES,
+        help="auto: this machine's tier; default: gpu with --gpus, else cpu",
+    )
     add_container_options(image)
     add_profiles_option(image)
 

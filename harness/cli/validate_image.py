@@ -21,7 +21,7 @@ from harness.cli.docker import (
     pytest_command,
     run_in_image,
 )
-from harness.cli.main import CliError, profiles_in
+from harness.cli.main import CliError, profiles_in, tier_chosen
 from harness.cli.serve_runs import (
     SERVE_TESTS,
     Rows,
@@ -59,7 +59,7 @@ def parse_change(spec: str, workdir: str) -> Change:
         raise CliError(f"--change {spec!r}: {bind.source} is a directory; give a file")
     if os.access(REPO_ROOT / repo_path, os.X_OK) and not os.access(bind.source, os.X_OK):
         print(
-            f"harness validate: WARNING: {bind.source} is not executable and {repo_path} is: "
+            f"serve-harness validate: WARNING: {bind.source} is not executable and {repo_path} is: "
             f"its run will fail launcher_invalid (chmod +x it if that is not the change)",
             file=sys.stderr,
         )
@@ -113,11 +113,12 @@ def run_image(args: argparse.Namespace) -> int:
     the CI image, run the affected tests unpatched and patched, compare. Exit status: the
     changed run's."""
     changes = [parse_change(spec, args.workdir) for spec in args.change]
-    tier: Tier = args.tier or ("gpu" if args.gpus else "cpu")
+    tier: Tier = tier_chosen(args.tier) or ("gpu" if args.gpus else "cpu")
     ids = image_ids(args, changes, tier)
     root = results_root(args, "validate")
     print(
-        f"harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}", file=sys.stderr
+        f"serve-harness validate: {len(ids)} id(s) on the {tier} tier: {', '.join(ids)}",
+        file=sys.stderr,
     )
     client = None if args.dry_run else docker_client()
     rows: Rows = {}
@@ -129,7 +130,7 @@ def run_image(args: argparse.Namespace) -> int:
             args.python, [SERVE_TESTS, "--ids", ",".join(ids), *args.pytest_args]
         )
         spec = container_spec(args, command, overlays, results_dir)
-        print(f"harness validate: {side} run\n{spec.describe()}", file=sys.stderr, flush=True)
+        print(f"serve-harness validate: {side} run\n{spec.describe()}", file=sys.stderr, flush=True)
         if client is None:
             continue
         started = time.monotonic()

@@ -128,7 +128,8 @@ def run_patch(args: argparse.Namespace) -> int:
         except PatchError as exc:
             raise CliError(str(exc)) from None
         print(
-            f"harness validate: {len(ids)} id(s), installed vs {patch.name}: {', '.join(ids)}",
+            f"serve-harness validate: {len(ids)} id(s), installed vs {patch.name}: "
+            f"{', '.join(ids)}",
             file=sys.stderr,
         )
         if args.dry_run:

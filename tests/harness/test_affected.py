@@ -162,8 +162,8 @@ def test_referenced_files_forms(line: str, expected: str) -> None:
     assert referenced_files("launchers/vllm/x.sh", line) == {expected}
 
 
-def test_cli_strict_exits_3_and_warns(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["affected", EPD, "--strict"]) == 3
+def test_cli_strict_exits_1_and_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["affected", EPD, "--strict"]) == 1
     out, err = capsys.readouterr()
     assert "mm_epd_qwen3-vl-2b " in out and "gpu: post_merge" in out
     assert f"WARNING: {EPD}: changed launcher is covered only by post_merge" in err

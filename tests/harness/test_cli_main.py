@@ -72,3 +72,28 @@ def test_every_help_exits_0(argv: list[str], capsys: pytest.CaptureFixture[str])
     assert out.startswith(f"usage: serve-harness {' '.join(argv)}".rstrip())
     if not argv:
         assert EXIT_CODES in out
+
+
+def test_every_subcommand_says_what_it_does_an_example_and_its_exit_codes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One convention: a description, an example and the exit codes in each `--help`; one
+    `--tier` choice set wherever a subcommand takes a tier."""
+    for command in COMMANDS:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert "examples:" in out and f"serve-harness {command}" in out.split("examples:")[1]
+        assert "exit codes:" in out and "2    bad input" in out
+        description = out.split("\n\n")[1]
+        assert description and not description.startswith(("options:", "positional")), command
+        if "--tier" in out:
+            assert "--tier {auto,cpu,gpu}" in out, command
+
+
+def test_bad_input_is_one_line_naming_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("serve-harness audit: no profile named 'nosuch'") and err.count("\n") == 1
+    assert main(["up", "nosuch"]) == 2
+    assert capsys.readouterr().err.startswith("serve-harness up: no profile named 'nosuch'")

@@ -188,7 +188,7 @@ def test_a_missing_image_is_pulled_like_docker_run_and_a_failed_pull_is_named(
         timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
-    assert f"harness docker: {missing} is not local; pulling it" in proc.stderr
-    assert f"harness docker: --image {missing}: not found locally and the pull failed: " in (
+    assert f"serve-harness docker: {missing} is not local; pulling it" in proc.stderr
+    assert f"serve-harness docker: --image {missing}: not found locally and the pull failed: " in (
         proc.stderr
     )

@@ -157,7 +157,7 @@ def test_dry_run_prints_both_containers_without_a_daemon(
     )
     err = capsys.readouterr().err
     assert code == 0
-    shipped, changed = err.split("harness validate: changed run")
+    shipped, changed = err.split("serve-harness validate: changed run")
     assert f"{copy}:/workspace/{EPD}:ro" not in shipped
     assert f"{copy}:/workspace/{EPD}:ro" in changed
     # baselines pulled in; what follows `--` reaches pytest as given, after the selection
