@@ -383,6 +383,22 @@ def settled_path(
         time.sleep(0.1)
 
 
+# A health state the timeline records under a diagnosis's name, as a person reads it while the
+# topology is still coming up (it is a verdict only if the phase fails on it).
+STATE_WORDS = {
+    "no_health_source": "notready, every endpoint ready (no health source yet?)",
+    "no_health_server": "started with no system port: /health cannot be polled",
+}
+
+
+def serving(spec: LaunchSpec) -> str:
+    """What a launch serves, as its progress line says: the GPU model, or on the CPU tier the
+    tiny checkpoint of its architecture standing in for it."""
+    if spec.tier == "cpu":
+        return f"the tiny {spec.model.cpu} checkpoint in float32 as {spec.model.gpu}"
+    return f"{spec.model.gpu} on the {spec.tier} tier"
+
+
 WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
 Opener = Callable[[LaunchSpec, Sequence[dict[str, Any]], PortRegistry], Topology[Any]]
@@ -424,7 +440,7 @@ class TopologyPool:
         self.close()
         topo = self.opener(spec, self.warmups_for(signature), self.registry)
         args = " ".join(topo.plan.args) or "no launcher args"
-        self.say(f"launching {spec.name} ({args})")
+        self.say(f"launching {spec.name}, {serving(spec)} ({args})")
         topo.timeline.listeners.append(self._relay(spec.name))
         try:
             self._held.enter_context(topo)  # a failed start stops itself
@@ -438,7 +454,11 @@ class TopologyPool:
         return topo
 
     def _relay(self, name: str) -> Callable[[dict[str, Any]], None]:
-        return lambda e: self.say(f"  {name} +{e['t']:.1f} s {e['role']}: {e['state']}")
+        def said(e: dict[str, Any]) -> None:
+            state = STATE_WORDS.get(str(e["state"]), str(e["state"]))
+            self.say(f"  {name} +{e['t']:.1f} s {e['role']}: {state}")
+
+        return said
 
     def topology_for(self, spec: LaunchSpec) -> Topology[Any] | None:
         """The live or failed topology this launch ran (or tried to run) on."""

@@ -117,6 +117,40 @@ def launcher_run(sc: ServeCase) -> str:
 
 PROPERTY = "serve-harness progress"
 PREFIX = "[serve] "
+CASE_MARK = "\x00case "  # a case's outcome line: its writer numbers it and adds the ETA
+
+
+def case_line(test_id: str, outcome: str, cause: str | None, seconds: float) -> str:
+    """A case's outcome line as said; `ProgressCount.number` gives it `[n/N]` and the ETA."""
+    tail = f" ({cause})" if cause else ""
+    return f"{CASE_MARK}{test_id}\t{outcome}{tail}, {seconds:.1f} s\t{seconds}"
+
+
+class ProgressCount:
+    """`[n/N]` and an ETA for the cases of a run, where its lines are written: the ETA is what
+    the cases left took in earlier runs (`--durations-from`), else the mean of this run's."""
+
+    def __init__(self, ids: list[str], recorded: dict[str, float]) -> None:
+        self.left = list(ids)
+        self.total = len(ids)
+        self.recorded = recorded
+        self.seconds: list[float] = []
+
+    def number(self, line: str) -> str:
+        if not line.startswith(CASE_MARK):
+            return line
+        test_id, shown, seconds = line.removeprefix(CASE_MARK).split("\t")
+        if not self.total:  # an xdist controller collects nothing: no count to give
+            return f"{test_id}: {shown}"
+        if test_id in self.left:
+            self.left.remove(test_id)
+        self.seconds.append(float(seconds))
+        done = self.total - len(self.left)
+        mean = sum(self.seconds) / len(self.seconds)
+        eta = sum(self.recorded.get(t, mean) for t in self.left)
+        after = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s" if self.left else ""
+        return f"[{done}/{self.total}] {test_id}: {shown}{after}"
+
 
 Say = Callable[[str], None]
 
@@ -129,6 +163,7 @@ class Progress:
         self.quiet = config.get_verbosity() < 0
         self.relayed = hasattr(config, "workerinput")  # an xdist worker: the controller writes
         self.pending: list[str] = []
+        self.count = ProgressCount([], {})  # the serve cases, once collected (plugin/reporting)
 
     def say(self, line: str) -> None:
         if self.quiet:
@@ -143,7 +178,7 @@ class Progress:
         )
         with uncaptured:
             self.reporter.ensure_newline()
-            self.reporter.write_line(PREFIX + line)
+            self.reporter.write_line(PREFIX + self.count.number(line))
 
     def relay_into(self, item: pytest.Item) -> None:
         """Hand the lines said so far to the case's report (xdist workers)."""
@@ -172,5 +207,5 @@ def write_relayed(config: pytest.Config, report: pytest.TestReport) -> None:
         return
     for line in lines[done:]:
         reporter.ensure_newline()
-        reporter.write_line(PREFIX + line)
+        reporter.write_line(PREFIX + progress_of(config).count.number(line))
     written[report.nodeid] = len(lines)

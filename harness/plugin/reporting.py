@@ -8,6 +8,7 @@ those lines are shown (default verbosity; `-v` keeps pytest's own lines, `-q` sh
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,15 @@ from typing import Any
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.results import ResultsFile, progress_of, result_record, write_relayed
+from harness.cases.results import (
+    ProgressCount,
+    ResultsFile,
+    case_line,
+    progress_of,
+    result_record,
+    write_relayed,
+)
+from harness.cases.selection import recorded_durations
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.plugin.collection import PULLED_IN, SHARD_PLAN, serve_case_of
@@ -40,6 +49,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"({', '.join(sorted({tid for tid, _ in blind}))}), because: {' | '.join(whys)}"
         )
     for line in checkout_lines(config.stash.get(SERVE_CASES, [])):
+        terminalreporter.write_line(line)
+    summary = config.pluginmanager.get_plugin("serve-harness-summary")
+    for line in summary.lines() if isinstance(summary, RunSummary) else []:
         terminalreporter.write_line(line)
     pulled = config.stash.get(PULLED_IN, [])
     if pulled:
@@ -71,10 +83,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if record.report is None:
             return
         result = result_record(sc, record)
+        why = result["cause"] or (
+            skip_reason(record.report) if result["outcome"] == "skipped" else None
+        )
+        report.user_properties.append((OUTCOME, json.dumps(summary_entry(result, why))))
         progress_of(item.config).say(
-            f"{sc.test_id}: {result['outcome']}"
-            + (f" ({result['cause']})" if result["cause"] else "")
-            + f", {result['duration_s']:.1f} s"
+            case_line(sc.test_id, result["outcome"], why, result["duration_s"])
         )
         report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
         blind = item.config.stash.setdefault(UNNUMBERED, [])
@@ -82,6 +96,52 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         path = item.config.getoption("--results")
         if path:
             ResultsFile(Path(path)).append(result)
+
+
+OUTCOME = "serve-harness outcome"  # a case's outcome for the run's summary (RunSummary)
+HELD = re.compile(r"upstream defect (\S+) holds: (.*)")
+
+
+def summary_entry(result: dict[str, Any], why: str | None) -> dict[str, Any]:
+    """What the run's closing summary needs of one case: its id, outcome, why, and each declared
+    upstream defect that held on it (with the line that says by how much)."""
+    held = [m.groups() for line in result["checks"] if (m := HELD.search(line))]
+    return {"id": result["test_id"], "outcome": result["outcome"], "why": why, "held": held}
+
+
+class RunSummary:
+    """The closing lines of a serve run (on the controller under xdist): every skipped id with
+    its reason, every declared upstream defect that held with its cases and its bound."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.entries += [json.loads(v) for k, v in report.user_properties if k == OUTCOME]
+
+    def lines(self) -> list[str]:
+        out = []
+        skipped = [e for e in self.entries if e["outcome"] == "skipped"]
+        if skipped:
+            out.append(f"serve-harness skipped {len(skipped)} case(s):")
+            out += [f"  {e['id']}: {e['why'] or 'no reason given'}" for e in skipped]
+        held: dict[str, list[tuple[str, str]]] = {}
+        for e in self.entries:
+            for defect, detail in e["held"]:
+                held.setdefault(defect, []).append((e["id"], detail))
+        if held:
+            out.append("serve-harness passed with declared upstream defects that held:")
+            for defect, seen in sorted(held.items()):
+                ids = sorted({i for i, _ in seen})
+                out.append(f"  {defect} on {len(ids)} case(s) ({', '.join(ids)}): {seen[0][1]}")
+        return out
+
+
+def skip_reason(report: pytest.TestReport) -> str | None:
+    """A skipped report's reason (pytest keeps it as (file, line, "Skipped: why"))."""
+    if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return None
 
 
 def _attach_evidence(report: pytest.TestReport, failure: TopologyFailure, rec: CaseRecord) -> None:
@@ -139,9 +199,12 @@ def logs_cases(config: pytest.Config) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     serve = {item.nodeid for item in session.items if serve_case_of(item) is not None}
     session.config.stash[SERVE_NODEIDS] = serve
-    session.config.stash[SERVE_CASES] = [
-        sc for item in session.items if (sc := serve_case_of(item)) is not None
-    ]
+    cases = [sc for item in session.items if (sc := serve_case_of(item)) is not None]
+    session.config.stash[SERVE_CASES] = cases
+    durations = session.config.getoption("--durations-from")
+    progress_of(session.config).count = ProgressCount(
+        [sc.test_id for sc in cases], recorded_durations(Path(durations) if durations else None)
+    )
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if serve and len(serve) == len(session.items) and logs_cases(session.config) and reporter:
         reporter.showfspath = False
@@ -163,3 +226,4 @@ def pytest_report_teststatus(
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(RelayedProgress(config), "serve-harness-progress")
+        config.pluginmanager.register(RunSummary(), "serve-harness-summary")

@@ -89,3 +89,40 @@ def test_a_serve_case_reads_as_one_log_line_not_a_letter() -> None:
     verbose, _ = config(verbosity=1)
     verbose.stash[SERVE_NODEIDS] = {serve}
     assert status(serve, "call", "passed", verbose) is None
+
+
+def test_case_lines_are_numbered_with_an_eta_from_recorded_durations() -> None:
+    from harness.cases.results import ProgressCount, case_line
+
+    count = ProgressCount(["a", "b", "c"], {"b": 60.0})  # c: no record, the run's mean
+    first = count.number(case_line("a", "passed", None, 30.0))
+    assert first == "[1/3] a: passed, 30.0 s; ETA 1 min 30 s"  # b 60 s + c 30 s (mean)
+    second = count.number(case_line("c", "skipped", "GPU tier only: why", 0.0))
+    assert second == "[2/3] c: skipped (GPU tier only: why), 0.0 s; ETA 1 min 00 s"
+    assert count.number(case_line("b", "failed", "wrong_answer", 61.0)) == (
+        "[3/3] b: failed (wrong_answer), 61.0 s"
+    )
+    assert count.number("launching x") == "launching x"  # other lines as they are
+    assert ProgressCount([], {}).number(case_line("a", "passed", None, 1.0)) == "a: passed, 1.0 s"
+
+
+def test_the_run_ends_with_what_it_skipped_and_the_defects_it_excused() -> None:
+    import json
+
+    from harness.plugin.reporting import OUTCOME, RunSummary, summary_entry
+
+    checks = ["logprobs: upstream defect encoder-dtype holds: gap 4.5e-03 within 4.53e-03"]
+    passed = {"test_id": "mm_epd_qwen3-vl-2b", "outcome": "passed", "checks": checks}
+    skipped = {"test_id": "video_e_pd_qwen", "outcome": "skipped", "checks": []}
+    summary = RunSummary()
+    for result, why in ((passed, None), (skipped, "GPU tier only: NVDEC")):
+        report = SimpleNamespace(
+            user_properties=[(OUTCOME, json.dumps(summary_entry(result, why)))]
+        )
+        summary.pytest_runtest_logreport(cast(pytest.TestReport, report))
+    assert summary.lines() == [
+        "serve-harness skipped 1 case(s):",
+        "  video_e_pd_qwen: GPU tier only: NVDEC",
+        "serve-harness passed with declared upstream defects that held:",
+        "  encoder-dtype on 1 case(s) (mm_epd_qwen3-vl-2b): gap 4.5e-03 within 4.53e-03",
+    ]
