@@ -102,3 +102,40 @@ def test_serve_suite_tier_flag_reaches_bootstrap(checkout: Path, tmp_path: Path)
     assert run.returncode == 0, run.stderr
     assert (checkout / ".venv").resolve() == cpu
     assert "python -m pytest tests/serve -m post_merge" in run.stdout and "--tier cpu" in run.stdout
+
+
+def test_each_checkout_imports_its_own_harness_from_the_shared_venv(tmp_path: Path) -> None:
+    """One cached venv serves every checkout of a lock; a process started through a checkout's
+    .venv (the interpreter or the console script, from any directory) or inside it imports that
+    checkout's `harness`, whichever bootstrapped last (scripts/serve_harness_checkout.py)."""
+    clone = tmp_path / "second"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    (clone / ".venv").symlink_to((REPO_ROOT / ".venv").resolve())
+    where = "import harness; print(harness.__file__)"
+    for root in (clone, REPO_ROOT):
+        seen = subprocess.run(
+            [str(root / ".venv" / "bin" / "python"), "-c", where],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert seen.stdout.strip() == str(root / "harness" / "__init__.py")
+    script = subprocess.run(
+        [str(clone / ".venv" / "bin" / "serve-harness"), "list", "--help"],
+        cwd="/",
+        env={**os.environ, "COLUMNS": "1000"},  # no wrapping inside the path
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    profiles = [line for line in script.stdout.splitlines() if "profiles directory" in line]
+    assert profiles and profiles[0].endswith(f"profiles directory ({clone}/profiles)"), profiles
+    inside = subprocess.run(  # the shared interpreter by its own path, inside the clone
+        [str((REPO_ROOT / ".venv").resolve() / "bin" / "python"), "-c", where],
+        cwd=clone / "docs",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert inside.stdout.strip() == str(clone / "harness" / "__init__.py")
