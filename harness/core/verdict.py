@@ -28,6 +28,62 @@ class Cause(StrEnum):
     EXPOSED_LISTENER = "exposed_listener"
 
 
+# What each cause means, as a user reads it (docs/reference/causes.md is generated from this).
+CAUSE_MEANS: dict[Cause, str] = {
+    Cause.LAUNCHER_INVALID: (
+        "the launcher does something no tier would run (a worker on another model, with no "
+        "system port, on another role's port, on a port nobody leased, named with its holder), "
+        "or asks for what this tier cannot reproduce (a flag with no mapping); the message says "
+        "which: 'the launcher is at fault' or 'the cpu tier cannot run it'"
+    ),
+    Cause.LAUNCHER_EXITED: "the launcher script itself exited before the topology was ready",
+    Cause.ROLE_EXITED: "a role's process exited (the first one, with its exit code and log tail)",
+    Cause.ROLE_NOT_STARTED: (
+        "a declared role the launcher never starts, named once the roles it did start have been "
+        "ready a grace"
+    ),
+    Cause.ROLE_UNREACHABLE: "target mode: a deployed topology's role whose URL does not answer",
+    Cause.PORT_IN_USE: (
+        "a port the launch needs is held (a fixed port in the launcher, or a worker whose system "
+        "port another role holds), named with the holder"
+    ),
+    Cause.NO_HEALTH_SOURCE: (
+        "a worker reports every endpoint ready but status notready: it has no health source "
+        "(its /health would answer 503 forever)"
+    ),
+    Cause.NEVER_REGISTERED: (
+        "the model is not served: the role missing from discovery, registered with an endpoint "
+        "but no model card, or under another model, with the cards present and the peers the "
+        "frontend still waits for; also a frontend that cannot build the model's pipeline"
+    ),
+    Cause.PHASE_TIMEOUT: "a readiness phase ran past the launch's budget (what it waited for)",
+    Cause.REQUEST_TIMEOUT: "a request got no answer within its budget",
+    Cause.HTTP_ERROR: (
+        "a request answered an unexpected status, with the role that logged a Python traceback "
+        "meanwhile and its exception line"
+    ),
+    Cause.WRONG_ANSWER: (
+        "an answer failed an oracle: its text, its log-probabilities against the model's own, "
+        "its token counts, a declared defect that no longer shows"
+    ),
+    Cause.WRONG_PATH: (
+        "a role that should have served a request did not, or the reverse, with its request "
+        "counter"
+    ),
+    Cause.CACHE_MISS: "a repeated request the prefix cache did not serve",
+    Cause.ROUTER_MISS: (
+        "a KV router whose own hit rate says it saw cached repeats uncached: its block hashes "
+        "are not the worker's"
+    ),
+    Cause.MODEL_NOT_CACHED: "the GPU tier's model is not in the Hugging Face cache (offline)",
+    Cause.TEARDOWN_UNCLEAN: "a process, port or file of the topology outlived its teardown",
+    Cause.EXPOSED_LISTENER: (
+        "once ready, a socket of the topology listens beyond 127.0.0.1 without the profile "
+        "saying why"
+    ),
+}
+
+
 @dataclass
 class Evidence:
     phase: str = ""

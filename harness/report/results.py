@@ -1,7 +1,7 @@
 """Results files read back: ``results.jsonl`` loaded, validated, and shards' files merged.
 
 - `load_results`, `schema_problems`: reading ``results.jsonl`` (one result object per line) and
-  validating it against the contract in docs/contracts.md, with errors that name ``file:line``
+  validating it against the schema (harness/core/result_schema.py), with errors that name ``file:line``
   and the offending field.
 - `merge_results`: the results files of N shards merged into one run: every case once, and
   (where the shards left manifests) every case the selection held has a result in some file."""
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from harness.core.result_schema import REQUIRED
 
 TIERS = ("cpu", "gpu")
 OUTCOMES = ("passed", "failed", "skipped", "error")
@@ -111,6 +113,10 @@ FIELD_CHECKS: dict[str, Callable[[object], str | None]] = {
     "timeline": _timeline,
     "started_at": _iso8601,
 }
+
+
+if tuple(FIELD_CHECKS) != REQUIRED:  # one schema: harness/core/result_schema.py
+    raise AssertionError(f"FIELD_CHECKS {tuple(FIELD_CHECKS)} != the schema's required {REQUIRED}")
 
 
 def schema_problems(result: object) -> list[str]:

@@ -227,3 +227,11 @@ def test_junit_properties() -> None:
     assert all(isinstance(name, str) and isinstance(value, str) for name, value in properties)
     passed = dict(junit_properties(make_result("y", ready_s=None)))
     assert "cause" not in passed and "ready_s" not in passed
+
+
+def test_the_writer_writes_exactly_the_one_schema() -> None:
+    """result_record's fields are harness/core/result_schema.py's, no more, no fewer; the reader
+    checks that schema's required ones (docs/reference/results-schema.md is generated from it)."""
+    from harness.core.result_schema import RESULT_FIELDS
+
+    assert list(make_result("mm_agg_qwen")) == [f.name for f in RESULT_FIELDS]
