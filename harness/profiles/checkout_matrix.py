@@ -323,12 +323,17 @@ def _topology_scripts(
     return found
 
 
+def _health_workers(kwargs: dict[str, Any]) -> int:
+    """The worker /health ports a config polls (`health_check_workers`, its count): 0 for none."""
+    count = kwargs.get("health_check_worker_count", DEFAULT_HEALTH_WORKERS)
+    polled = kwargs.get("health_check_workers") is True and isinstance(count, int)
+    return count if polled else 0
+
+
 def _profile_entries(
-    path: Path, rel: str, stack: str, accelerator: str, directory: str
+    reader: _Reader, rel: str, stack: str, accelerator: str, directory: str
 ) -> list[MatrixEntry]:
     """Every id one multimodal_profiles/*.py file generates, as upstream's generator makes it."""
-    reader = _parse(path)
-    scripts_maps = [v for _, v in _named(reader, "_TOPOLOGY_SCRIPTS") if isinstance(v, dict)]
     profiles: list[Call] = []
     for _, value in _named(reader, "_PROFILES"):
         for item in value if isinstance(value, list) else []:
@@ -338,9 +343,10 @@ def _profile_entries(
         raise UnreadableCheckout(
             f"{rel}: no MultimodalModelProfile(...) in a module-level *_PROFILES list"
         )
-    scripts: dict[str, str] = {}
-    for mapping in scripts_maps:
-        scripts.update({k: v for k, v in mapping.items() if isinstance(v, str)})
+    scripts = {
+        mapped.topology: mapped.script.removeprefix(f"{directory}/launch/")
+        for mapped in _topology_scripts(reader, rel, stack, accelerator, directory)
+    }
     entries = []
     for profile in profiles:
         where = f"{rel}:{profile.line}"
@@ -371,8 +377,6 @@ def _profile_entries(
             layout += ["--two-gpu"] if kw.get("two_gpu") is True else []
             base_args = ["--model", model or "", *extra_vllm, *layout]
             launch_dir = _directory(kw.get("directory"), directory)
-            health = kw.get("health_check_workers")
-            count = kw.get("health_check_worker_count", DEFAULT_HEALTH_WORKERS)
             for case in kw.get("tests", []) or []:
                 if not isinstance(case, Call):
                     raise UnreadableCheckout(
@@ -399,9 +403,7 @@ def _profile_entries(
                         cadence=next((m for m in every if m in CADENCES), "unmarked"),
                         gpu_marker=gpu,
                         timeout_s=timeout if isinstance(timeout, int) else None,
-                        health_check_workers=(
-                            count if health is True and isinstance(count, int) else 0
-                        ),
+                        health_check_workers=_health_workers(kw),
                         payloads=_payloads([case.kwargs.get("payload"), *followups]),
                         skip=_skip_reason(marks) or _skip_reason(profile_marks),
                     )
@@ -410,10 +412,9 @@ def _profile_entries(
 
 
 def _config_entries(
-    path: Path, rel: str, stack: str, accelerator: str, directory: str
+    reader: _Reader, rel: str, stack: str, accelerator: str, directory: str
 ) -> list[MatrixEntry]:
     """The multimodal EngineConfigs of a tests/serve/test_*.py file (its `*_configs` dicts)."""
-    reader = _parse(path)
     entries = []
     for name, value in _named(reader, "_configs"):
         if not isinstance(value, dict):
@@ -434,8 +435,6 @@ def _config_entries(
             timeout_mark = _mark_call(marks, "timeout")
             timeout = timeout_mark.args[0] if timeout_mark and timeout_mark.args else None
             timeout = timeout if isinstance(timeout, int) else kw.get("timeout")
-            health = kw.get("health_check_workers")
-            count = kw.get("health_check_worker_count", DEFAULT_HEALTH_WORKERS)
             entries.append(
                 MatrixEntry(
                     id=kw.get("name") if isinstance(kw.get("name"), str) else key,
@@ -451,9 +450,7 @@ def _config_entries(
                     cadence=next((m for m in names if m in CADENCES), "unmarked"),
                     gpu_marker=_gpu_marker(names) or DEFAULT_GPU_MARKER,
                     timeout_s=timeout if isinstance(timeout, int) else None,
-                    health_check_workers=(
-                        count if health is True and isinstance(count, int) else 0
-                    ),
+                    health_check_workers=_health_workers(kw),
                     payloads=_payloads(kw.get("request_payloads")),
                     skip=_skip_reason(marks),
                 )
@@ -521,11 +518,12 @@ def read_matrix(src: Path) -> Matrix:
         if not path.is_file():
             continue
         files.append(rel)
+        reader = _parse(path)
         if "multimodal_profiles" in rel:
-            entries += _profile_entries(path, rel, stack, accelerator, directory)
-            scripts += _topology_scripts(_parse(path), rel, stack, accelerator, directory)
+            entries += _profile_entries(reader, rel, stack, accelerator, directory)
+            scripts += _topology_scripts(reader, rel, stack, accelerator, directory)
         else:
-            entries += _config_entries(path, rel, stack, accelerator, directory)
+            entries += _config_entries(reader, rel, stack, accelerator, directory)
     if not files:
         raise UnreadableCheckout(
             f"{src}: none of {', '.join(MATRIX_FILES)} (is it a Dynamo checkout?)"
