@@ -4,7 +4,7 @@
 # that key changes. The wheels come from a loopback HTTP wheelhouse the script serves from the
 # host (host network), so the image holds no wheel files and needs no index of its own.
 # vLLM only: the SGLang venv (3.4 GB, its own lock) is not built here (HARNESS_SGLANG_CPU=0), so the
-# SGLang CPU cases skip in the image, naming it; they run on the host (docs/usage.md).
+# SGLang CPU cases skip in the image, naming it; they run on the host (docs/how-to/docker.md).
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 LABEL serve-harness.image=cpu-venv

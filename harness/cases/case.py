@@ -282,7 +282,7 @@ def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str
 # Holds tried before a spread is judged without one: on 2 busy cores a request sent beside the
 # hold at times reaches the frontend seconds later, so the hold may end before the rest reach the
 # router (3 holds in 15 on SGLang CPU; 1 round in 15 held twice, none three times:
-# docs/design-deviations.md). A router that never spreads fails every hold that stays busy.
+# design-deviations.md at 7310361). A router that never spreads fails every hold that stays busy.
 HOLD_ATTEMPTS = 3
 
 

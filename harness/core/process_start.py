@@ -5,7 +5,7 @@ With its pid, the start tells a process from a later one that reuses the pid. ps
 start tick. The boot time moves whenever the wall clock is stepped (NTP, a clock set after
 resume, a VM restored from a snapshot), and every live process then compares as another one:
 running roles would be named exited ("code unknown") and torn down (the run that showed it:
-docs/design-deviations.md, "Process identity and the wall clock"). The start tick itself
+design-deviations.md at 7310361, "Process identity and the wall clock"). The start tick itself
 (/proc/PID/stat field 22, clock ticks since boot) never moves; psutil keys its own
 `is_running()` on it. Where there is no /proc (macOS), psutil's value is used."""
 

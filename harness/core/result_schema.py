@@ -70,9 +70,7 @@ RESULT_FIELDS: tuple[ResultField, ...] = (
     ),
     ResultField("peak_rss_mib", "int | null", "the launch's peak resident memory"),
     ResultField("run_dir", "str | null", "the launch's directory; its roles' logs in `logs/`"),
-    ResultField(
-        "phases", "{phase: seconds}", "when each readiness phase was done", required=True
-    ),
+    ResultField("phases", "{phase: seconds}", "when each readiness phase was done", required=True),
     ResultField(
         "timeline",
         "[{role, t, state}]",

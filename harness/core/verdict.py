@@ -67,8 +67,7 @@ CAUSE_MEANS: dict[Cause, str] = {
         "its token counts, a declared defect that no longer shows"
     ),
     Cause.WRONG_PATH: (
-        "a role that should have served a request did not, or the reverse, with its request "
-        "counter"
+        "a role that should have served a request did not, or the reverse, with its request counter"
     ),
     Cause.CACHE_MISS: "a repeated request the prefix cache did not serve",
     Cause.ROUTER_MISS: (

@@ -17,7 +17,7 @@ model returned for each image, keyed by its pixel values. From it, with transfor
   one recomputed there. Every step after the encoder is then float32 on both sides, so the
   engine's log-probabilities must equal these within LOGPROB_TOLERANCE, whatever the encoder
   computed (measured: Qwen3-VL E/PD 9.2e-06 over 73 tokens; LLaVA E/PD 7.0e-07 and E/P/D
-  6.7e-07 over 100, docs/design-deviations.md, issue 37).
+  6.7e-07 over 100, design-deviations.md at 7310361, issue 37).
 
 Model families: Qwen3-VL (its rows are the main embeddings and the deepstack features side by
 side, as vLLM's `embed_multimodal` returns them) and LLaVA."""

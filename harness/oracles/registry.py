@@ -114,11 +114,13 @@ SHORT = 40  # characters of an answer quoted inside a diagnosis
 # 10x the largest |engine - model| log-probability measured over every shipped CPU case whose
 # path computes what the model does, float32 on both sides (3.07e-05, Qwen3-VL image requests,
 # agg and E/PD and E/P/D alike); 10x under the smallest real corruption measured (the encode
-# worker's bfloat16 vision tower, 3.07e-03). Measurements: docs/design-deviations.md, issue 29.
+# worker's bfloat16 vision tower, 3.07e-03). Measurements: design-deviations.md at 7310361,
+# issue 29.
 LOGPROB_TOLERANCE = 3e-4
 # Relative RMS between the encode worker's rows and the same rows computed from the model's
 # weights with transformers, by the dtype the encoder runs in: 10x the largest measured on the
-# shipped cases (docs/design-deviations.md, issue 37). float32 (the encoder-dtype patch): PENDING;
+# shipped cases (design-deviations.md at 7310361, issue 37). float32 (the encoder-dtype patch):
+# PENDING;
 # float16 (LLaVA's encoder, the same transformers code in float16): bit-identical, so float32's;
 # bfloat16 (vLLM's own Qwen3-VL vision tower against transformers', both bfloat16): PENDING.
 ENCODER_TOLERANCE = {"float32": 2e-5, "float16": 2e-5, "bfloat16": 0.075}

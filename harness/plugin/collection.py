@@ -191,7 +191,12 @@ def keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
 def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
     deselected = config.stash.get(DESELECTED, [])
     by_case = {id(sc): item for item in deselected if (sc := serve_case_of(item)) is not None}
-    selected = [sc for item in items if (sc := serve_case_of(item)) is not None]
+    # a case that will skip judges nothing: its baselines are not pulled in for it
+    selected = [
+        sc
+        for item in items
+        if (sc := serve_case_of(item)) is not None and item.get_closest_marker("skip") is None
+    ]
     pulled = pull_in(selected, [sc for i in deselected if (sc := serve_case_of(i)) is not None])
     if not pulled:
         return

@@ -1,8 +1,8 @@
 """Results files read back: ``results.jsonl`` loaded, validated, and shards' files merged.
 
 - `load_results`, `schema_problems`: reading ``results.jsonl`` (one result object per line) and
-  validating it against the schema (harness/core/result_schema.py), with errors that name ``file:line``
-  and the offending field.
+  validating it against the schema (harness/core/result_schema.py), with errors that name
+  ``file:line`` and the offending field.
 - `merge_results`: the results files of N shards merged into one run: every case once, and
   (where the shards left manifests) every case the selection held has a result in some file."""
 

@@ -94,7 +94,8 @@ CHECKPOINT_DTYPE = torch.float32
 # transformers 5 nests them all in processor_config.json instead. Dynamo 1.6.1's frontend reads
 # preprocessor_config.json for MM-aware KV routing: without it the KV router logs "mm-routing:
 # failed to read preprocessor_config.json", routes images blind (router_kv_hit_rate 0) and
-# repeated images miss the prefix cache (docs/design-deviations.md, "KV router and cache hits").
+# repeated images miss the prefix cache (design-deviations.md at 7310361, "KV router and cache
+# hits").
 SUB_PROCESSORS = ("image_processor", "video_processor")
 
 

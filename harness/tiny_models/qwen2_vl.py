@@ -124,7 +124,7 @@ def write_pixel_bounds(out_dir: Path) -> None:
     missing (llm_multimodal's `Qwen2VLProcessor::from_preprocessor_config`): with bounds of
     784 .. 12544 and without the keys it counted 324 tokens for the 512x512 test image against
     the engine's 16, and no routed block ever matched a cached one (overlap 0/7; with the keys
-    4/5; docs/design-deviations.md)."""
+    4/5; design-deviations.md at 7310361)."""
     path = out_dir / "preprocessor_config.json"
     data = json.loads(path.read_text())
     data["min_pixels"] = data["size"]["shortest_edge"]

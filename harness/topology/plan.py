@@ -50,7 +50,7 @@ GC_THRESHOLD_ENV = "HARNESS_GC_THRESHOLD"
 # CPU-s. The objects made at import live for the whole run, so those collections free almost
 # nothing; vLLM freezes its heap itself once the engine is up (vllm/v1/engine/core.py,
 # freeze_gc_heap). The figures, how they are counted and the side-by-side run:
-# docs/design-deviations.md, "Start-up (issue 22)"; docs/measurements.md, "Start-up".
+# design-deviations.md at 7310361, "Start-up (issue 22)"; docs/measurements.md, "Start-up".
 # The hook that reads it is the venv's serve_harness_gc.pth (scripts/apply_shims.py). Empty: the
 # interpreter's own thresholds.
 GC_THRESHOLD_CPU = "700,10,1000"

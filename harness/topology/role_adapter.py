@@ -316,7 +316,7 @@ def kv_events_endpoint(endpoint: str) -> str:
     scratch). Not tcp://127.0.0.1:P: vLLM 0.31's ZmqEventPublisher binds only wildcard and ipc://
     endpoints and connects to any other (distributed/kv_events.py `_is_bind_endpoint`), and
     dynamo.vllm's reader connects too, so no KV event would flow and the KV router would route
-    blind (router_kv_hit_rate 0: docs/design-deviations.md, "KV router and cache hits"). A
+    blind (router_kv_hit_rate 0: design-deviations.md at 7310361, "KV router and cache hits"). A
     socket file listens on no network."""
     for host in ("tcp://*:", "tcp://0.0.0.0:"):
         if endpoint.startswith(host):

@@ -60,7 +60,7 @@ def test_the_routers_own_rate_is_judged_beside_the_engines() -> None:
 def without_pixel_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tiny Qwen2-VL checkpoint as transformers 5 writes it: preprocessor_config.json
     without `min_pixels` / `max_pixels`, so Dynamo's frontend counts the test image to 324
-    tokens against the engine's 16 (docs/design-deviations.md)."""
+    tokens against the engine's 16 (design-deviations.md at 7310361)."""
     import harness.tiny_models as tiny
 
     built = tiny.build_tiny_model("qwen2_vl")
