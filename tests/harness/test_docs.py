@@ -25,7 +25,7 @@ GENERATED = {"docs/upstream-parity.md"}  # checked against the code by their own
 TOP_DIRS = ("harness", "tests", "scripts", "launchers", "profiles", "docs", "bench", "requirements")
 TOP_DIRS += ("docker", ".ci")
 REPO_PATH = re.compile(
-    r"(?<![\w./-])((?:" + "|".join(re.escape(d) for d in TOP_DIRS) + r")/[\w./-]*[\w/])"
+    r"(?<![\w./:-])((?:" + "|".join(re.escape(d) for d in TOP_DIRS) + r")/[\w./-]*[\w/])"
 )
 # Paths of a Dynamo checkout (upstream's layout) the docs name beside ours: not this repo's.
 UPSTREAM_PATHS = (
