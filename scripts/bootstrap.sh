@@ -151,10 +151,12 @@ fi
 # One editable layer per checkout: a process started through this checkout's .venv (or inside it)
 # imports this checkout's harness, whichever checkout bootstrapped the shared venv last
 # (scripts/serve_harness_checkout.py).
-site=$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-cmp -s "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py" \
-  || cp "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py"
-echo "import serve_harness_checkout" > "$site/serve_harness_checkout.pth"
+for site in "$venv"/lib/python3*/site-packages; do
+  [[ -d $site ]] || continue
+  cmp -s "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py" \
+    || cp "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py"
+  echo "import serve_harness_checkout" > "$site/serve_harness_checkout.pth"
+done
 if [[ -n $sglang_pid ]]; then
   wait "$sglang_pid" || { log "the SGLang venv did not build"; exit 1; }
 fi
