@@ -206,7 +206,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("affected", help="changed files -> serve test ids")
     parser.add_argument("files", nargs="*", help="changed files (default: from git)")
     parser.add_argument(
-        "--base", help="git ref: files changed in REF...HEAD plus uncommitted and untracked ones"
+        "--base",
+        metavar="REF",
+        help="git ref: files changed in REF...HEAD plus uncommitted and untracked ones",
     )
     add_tier_option(parser, all_by_default=True)
     parser.add_argument("--nodeids", action="store_true", help="print pytest node ids only")

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -53,6 +54,8 @@ def load_profile(path: Path, root: Path) -> Profile:
     launcher = root / profile.launcher
     if not launcher.is_file():
         raise ProfileError(f"{path}: launcher: no such file {launcher}")
+    if not os.access(launcher, os.X_OK):  # what the launch would refuse later (check_launcher)
+        raise ProfileError(f"{path}: launcher: {launcher} is not executable (chmod +x it)")
     if unread:
         raise ProfileError("\n".join(f"{path}: {field}: {problem}" for field, problem in unread))
     return profile

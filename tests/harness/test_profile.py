@@ -251,3 +251,15 @@ def test_a_request_may_declare_defects_with_distinct_roots_one_per_oracle() -> N
         CpuExpect.model_validate(
             {"known_defect": [defect("a", ["logprobs"]), defect("b", ["logprobs"])]}
         )
+
+
+def test_a_launcher_the_launch_would_refuse_is_refused_at_load(tmp_path: Path) -> None:
+    """Not executable: named at load, with the file and the field, not at launch."""
+    script = tmp_path / "launchers" / "x.sh"
+    script.parent.mkdir()
+    script.write_text("#!/bin/bash\n")
+    path = write(tmp_path, GOOD.replace("launchers/vllm/agg_multimodal.sh", "launchers/x.sh"))
+    with pytest.raises(ProfileError, match=rf"{path}: launcher: .*x\.sh is not executable"):
+        load_profile(path, tmp_path)
+    script.chmod(0o755)
+    assert load_profile(path, tmp_path).launcher == "launchers/x.sh"
