@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import pytest
 from requests import Response
 
+from harness.cases.results import AFTER_CASE
 from harness.core.paths import sglang_python, sglang_venv_left_out
 from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.engines import missing_engine
@@ -479,8 +480,9 @@ class TopologyPool:
         topo, self.current = self.current, None
         started = time.monotonic()
         self._held.close()
-        if topo is not None:
-            self.say(f"{topo.plan.profile} torn down in {time.monotonic() - started:.1f} s")
+        if topo is not None:  # said after the outcome of the case whose teardown this is
+            seconds = time.monotonic() - started
+            self.say(f"{AFTER_CASE}{topo.plan.profile} torn down in {seconds:.1f} s")
 
     def __enter__(self) -> TopologyPool:
         return self

@@ -118,6 +118,9 @@ def launcher_run(sc: ServeCase) -> str:
 PROPERTY = "serve-harness progress"
 PREFIX = "[serve] "
 CASE_MARK = "\x00case "  # a case's outcome line: its writer numbers it and adds the ETA
+# A line about what happened after a case ended (its launch torn down in the case's teardown):
+# written after that case's outcome line, which is only final once its teardown is done.
+AFTER_CASE = "\x00after "
 
 
 def case_line(test_id: str, outcome: str, cause: str | None, seconds: float) -> str:
@@ -135,6 +138,23 @@ class ProgressCount:
         self.total = len(ids)
         self.recorded = recorded
         self.seconds: list[float] = []
+        self.held: list[str] = []  # AFTER_CASE lines waiting for their case's outcome line
+
+    def lines(self, line: str) -> list[str]:
+        """What to write for one said line, in the order things happened: a case's outcome
+        line numbered, then the lines held for after it; an AFTER_CASE line held."""
+        if line.startswith(AFTER_CASE):
+            self.held.append(line.removeprefix(AFTER_CASE))
+            return []
+        if not line.startswith(CASE_MARK):
+            return [line]
+        out, self.held = [self.number(line), *self.held], []
+        return out
+
+    def flush(self) -> list[str]:
+        """The lines still held at the end of the run (the last launch's teardown)."""
+        out, self.held = self.held, []
+        return out
 
     def number(self, line: str) -> str:
         if not line.startswith(CASE_MARK):
@@ -177,8 +197,9 @@ class Progress:
             else contextlib.nullcontext()
         )
         with uncaptured:
-            self.reporter.ensure_newline()
-            self.reporter.write_line(PREFIX + self.count.number(line))
+            for out in self.count.lines(line):
+                self.reporter.ensure_newline()
+                self.reporter.write_line(PREFIX + out)
 
     def relay_into(self, item: pytest.Item) -> None:
         """Hand the lines said so far to the case's report (xdist workers)."""
@@ -206,6 +227,7 @@ def write_relayed(config: pytest.Config, report: pytest.TestReport) -> None:
     if reporter is None or config.get_verbosity() < 0:
         return
     for line in lines[done:]:
-        reporter.ensure_newline()
-        reporter.write_line(PREFIX + progress_of(config).count.number(line))
+        for out in progress_of(config).count.lines(line):
+            reporter.ensure_newline()
+            reporter.write_line(PREFIX + out)
     written[report.nodeid] = len(lines)

@@ -17,6 +17,7 @@ import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.results import (
+    PREFIX,
     ProgressCount,
     ResultsFile,
     case_line,
@@ -35,6 +36,8 @@ UNNUMBERED = pytest.StashKey[list[tuple[str, str]]]()  # (test id, why) per requ
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for line in progress_of(config).count.flush():
+        terminalreporter.write_line(PREFIX + line)
     if SHARD_PLAN in config.stash:
         shard, plan = config.stash[SHARD_PLAN]
         terminalreporter.write_line(

@@ -126,3 +126,17 @@ def test_the_run_ends_with_what_it_skipped_and_the_defects_it_excused() -> None:
         "serve-harness passed with declared upstream defects that held:",
         "  encoder-dtype on 1 case(s) (mm_epd_qwen3-vl-2b): gap 4.5e-03 within 4.53e-03",
     ]
+
+
+def test_a_teardown_line_follows_the_outcome_of_the_case_whose_teardown_it_is() -> None:
+    from harness.cases.results import AFTER_CASE, ProgressCount, case_line
+
+    count = ProgressCount(["a", "b"], {})
+    assert count.lines(f"{AFTER_CASE}agg torn down in 2.0 s") == []  # a's teardown
+    assert count.lines(case_line("a", "passed", None, 3.0)) == [
+        "[1/2] a: passed, 3.0 s; ETA 0 min 03 s",
+        "agg torn down in 2.0 s",
+    ]
+    assert count.lines("launching epd") == ["launching epd"]
+    count.lines(f"{AFTER_CASE}epd torn down in 3.0 s")
+    assert count.flush() == ["epd torn down in 3.0 s"] and count.flush() == []
