@@ -151,3 +151,29 @@ def test_a_checkout_without_the_files_or_with_broken_ones_is_named(tmp_path: Pat
         check=False,
     )
     assert alone.returncode == 2 and "--dynamo-src goes with --upstream" in alone.stderr
+
+
+def test_a_renamed_id_and_a_repeat_written_as_a_second_payload_are_the_same_test() -> None:
+    """Two upstream versions name SGLang P/D `mm_pd_qwen3-vl-2b` and `mm_pd_no_encoder_…`: a
+    checkout carrying either joins our case (the catalogue's page shows one); upstream's
+    video_e_pd_qwen writes its repeat as a second payload, ours as `repeat: 2`."""
+    import dataclasses
+
+    from harness.cli.main import DEFAULT_PROFILES, profiles_in
+    from harness.profiles.upstream import parity
+
+    profiles = profiles_in(DEFAULT_PROFILES)
+    catalogue = upstream_tests()
+    static = {row.id for row in parity(profiles, catalogue)}
+    assert "mm_pd_qwen3-vl-2b" in static and "mm_pd_no_encoder_qwen3-vl-2b" not in static
+    renamed = next(t for t in catalogue if t.id == "mm_pd_no_encoder_qwen3-vl-2b")
+    from_checkout = dataclasses.replace(renamed, where="tests/serve/x.py:1", cadence="pre_merge")
+    video = next(t for t in catalogue if t.id == "video_e_pd_qwen")
+    rows = {
+        r.id: r for r in parity(profiles, [from_checkout, dataclasses.replace(video, followups=1)])
+    }
+    assert rows["mm_pd_no_encoder_qwen3-vl-2b"].ours == "sglang_pd_qwen3-vl-2b / (no suffix)"
+    assert rows["mm_pd_no_encoder_qwen3-vl-2b"].problem is None
+    assert rows["video_e_pd_qwen"].problem is None
+    two = parity(profiles, [dataclasses.replace(video, followups=2)])
+    assert "follow-up request(s), upstream 2" in (next(r for r in two if r.upstream).problem or "")
