@@ -132,7 +132,8 @@ def fact_problems(test: UpstreamTest, profile: Profile, case: CaseSpec) -> list[
     if test.model and profile.model.gpu != test.model and not test.model_differs:
         problems.append(f"serves {profile.model.gpu}, upstream {test.model}")
     ours_rate = case.cache_hit.min_avg_hit_rate if case.cache_hit else None
-    if test.min_avg_kv_hit_rate != ours_rate:
+    wanted = test.min_avg_kv_hit_rate  # a stricter threshold of ours checks what upstream's does
+    if wanted is not None and (ours_rate is None or ours_rate < wanted):
         problems.append(f"cache-hit threshold {ours_rate}, upstream {test.min_avg_kv_hit_rate}")
     # upstream writes a repeat either as a payload's repeat_count or as a second payload
     # (video_e_pd_qwen: the same video twice); ours as `repeat` on the request

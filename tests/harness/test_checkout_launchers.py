@@ -105,6 +105,9 @@ def test_upstreams_xpu_ids_run_the_checkouts_xpu_launcher(tmp_path: Path) -> Non
     assert launch.args[-2:] == ("--block-size", "16")  # the XPU profile's extra_vllm_args
     cuda = spec(profile("vllm/agg_qwen3-vl-2b.yaml"), root, 1)  # the same upstream id on CUDA
     assert cuda.script == root / "examples/backends/vllm/launch/agg_multimodal.sh"
+    router = spec(profile("vllm/agg_router_xpu_qwen3-vl-2b.yaml"), root)
+    assert router.script == root / "examples/backends/vllm/launch/xpu/agg_multimodal_router_xpu.sh"
+    assert router.choice.upstream_id == "mm_agg_router_qwen3-vl-2b"
 
 
 def test_a_checkout_without_the_launcher_says_so_and_runs_nothing_of_ours(tmp_path: Path) -> None:

@@ -77,6 +77,19 @@ def test_an_xpu_agg_id_upstream_skips_runs_on_the_cpu_tier(
 
 
 @EXHAUSTIVE
+def test_an_xpu_router_id_upstream_skips_runs_on_the_cpu_tier(
+    as_checkout: Path, urls: MediaURLs
+) -> None:
+    checks = matrix_case(
+        "profiles/vllm/agg_router_xpu_qwen3-vl-2b.yaml",
+        "mm_xpu_agg_router_qwen3-vl-2b",
+        as_checkout,
+        urls,
+    )
+    assert any("cache" in c for c in checks), checks
+
+
+@EXHAUSTIVE
 def test_sglang_p_d_with_its_gpu_memory_options(as_checkout: Path, urls: MediaURLs) -> None:
     checks = matrix_case(
         "profiles/sglang/pd_qwen3-vl-2b.yaml", "mm_sglang_pd_qwen3-vl-2b", as_checkout, urls

@@ -555,6 +555,14 @@ wait_any_exit
 """
 
 XPU_AGG_PATH = "examples/backends/vllm/launch/xpu/agg_multimodal_xpu.sh"
+# Upstream's XPU router (xpu/agg_multimodal_router_xpu.sh): the CUDA router's loop with each
+# worker's device by ZE_AFFINITY_MASK and XPU's 64-token blocks.
+XPU_ROUTER = VLLM_ROUTER.replace(
+    '"CUDA_VISIBLE_DEVICES=${GPU_ID}"', '"ZE_AFFINITY_MASK=${GPU_ID}"'
+).replace('BLOCK_SIZE="${BLOCK_SIZE:-16}"', 'BLOCK_SIZE="${BLOCK_SIZE:-64}"')
+# one directory deeper (launch/xpu/): its helpers and the checkout's root one more level up
+XPU_ROUTER = XPU_ROUTER.replace("${SCRIPT_DIR}/../../../", "${SCRIPT_DIR}/../../../../")
+XPU_ROUTER_PATH = "examples/backends/vllm/launch/xpu/agg_multimodal_router_xpu.sh"
 
 # A checkout's launchers as upstream names them today, by path (the matrix's scripts).
 SGLANG_AGG_PATH = "examples/backends/sglang/launch/agg_vision.sh"
@@ -565,6 +573,7 @@ MATRIX_LAUNCHERS = {
     "examples/backends/sglang/launch/multimodal_disagg.sh": SGLANG_EPD_NO_DECODE_PORT,
     XPU_EPD_PATH: xpu_epd(health_source=False),
     XPU_AGG_PATH: XPU_AGG,
+    XPU_ROUTER_PATH: XPU_ROUTER,
 }
 
 
