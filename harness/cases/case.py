@@ -53,8 +53,8 @@ from harness.topology.roles import (
 from harness.topology.topology import Topology, launch
 
 XPU_CPU_SKIP = (
-    "an Intel XPU profile: on the CPU tier ours runs the same E/P/D launcher as "
-    "epd_qwen3-vl-2b; only a Dynamo checkout's own XPU launcher (--dynamo-src) is another program"
+    "an Intel XPU profile: on the CPU tier ours runs the same launcher as the CUDA profile of its "
+    "topology; only a Dynamo checkout's own XPU launcher (--dynamo-src) is another program"
 )
 XPU_SKIP = (
     "Intel XPU profile: needs an XPU runner (Level Zero devices, vLLM's XPU build); this "
