@@ -137,6 +137,7 @@ def test_a_decode_worker_without_a_system_port_is_named_and_still_judged(
     assert "role 'decode': its /metrics did not answer" in message, message
 
 
+@EXHAUSTIVE  # the class (an encode worker with no health source) runs in the seed regressions
 def test_the_xpu_epd_encode_worker_has_no_health_source(as_checkout: Path) -> None:
     failure, spec = failure_of("profiles/vllm/epd_xpu_qwen3-vl-2b.yaml", "mm_xpu_epd_qwen3-vl-2b")
     assert spec.script == as_checkout / XPU_EPD_PATH
