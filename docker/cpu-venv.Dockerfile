@@ -17,7 +17,7 @@ RUN set -e; pkgs=$(grep -v '^#' /tmp/packages.txt | tr '\n' ' '); \
     rm /tmp/packages.txt
 WORKDIR /workspace
 COPY requirements/ requirements/
-COPY scripts/bootstrap.sh scripts/apply_shims.py scripts/
+COPY scripts/bootstrap.sh scripts/apply_shims.py scripts/serve_harness_checkout.py scripts/
 ARG WHEELS
 RUN test -n "$WHEELS" || { echo "build arg WHEELS (the wheelhouse URL) is empty" >&2; exit 2; }; \
     PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELS" PIP_NO_CACHE_DIR=1 \

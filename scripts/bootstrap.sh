@@ -152,7 +152,7 @@ fi
 # imports this checkout's harness, whichever checkout bootstrapped the shared venv last
 # (scripts/serve_harness_checkout.py).
 for site in "$venv"/lib/python3*/site-packages; do
-  [[ -d $site ]] || continue
+  [[ -d $site && -f $root/scripts/serve_harness_checkout.py ]] || continue
   cmp -s "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py" \
     || cp "$root/scripts/serve_harness_checkout.py" "$site/serve_harness_checkout.py"
   echo "import serve_harness_checkout" > "$site/serve_harness_checkout.pth"
