@@ -138,8 +138,9 @@ def catalogue_upstream_ids(stack: str, accelerator: str, test_id: str) -> list[s
 
 def _matrix_match(
     profile: Profile, case: CaseSpec, entries: list[MatrixEntry]
-) -> tuple[MatrixEntry, str] | None:
-    """The checkout's entry for this case: its own upstream id, else one of its profile's."""
+) -> tuple[MatrixEntry, str, bool] | None:
+    """The checkout's entry for this case: its own upstream id (True: the case's own), else one
+    of its profile's (False)."""
     by_id = {e.id: e for e in entries}
     accelerator = profile.accelerator
 
@@ -149,11 +150,11 @@ def _matrix_match(
 
     own = found(case)
     if own is not None:
-        return own, f"names it for {own.id}"
+        return own, f"names it for {own.id}", True
     for other in profile.cases:
         entry = found(other)
         if entry is not None:
-            return entry, f"names it for {entry.id}, of the same profile"
+            return entry, f"names it for {entry.id}, of the same profile", False
     return None
 
 
@@ -177,10 +178,7 @@ def choose_launcher(
         entries = matrix.of(profile.stack, profile.accelerator)
         match = _matrix_match(profile, case, entries)
         if match is not None:
-            entry, how = match
-            own = entry.id in catalogue_upstream_ids(
-                profile.stack, profile.accelerator, profile.test_id(case)
-            )
+            entry, how, own = match
             return LauncherChoice(
                 source.root / entry.script,
                 "checkout",
