@@ -19,15 +19,19 @@ from harness.cli.main import (
     tier_chosen,
 )
 from harness.core.paths import REPO_ROOT
+from harness.core.precision import family_dtype, precision_of
 from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import Profile, Tier
 from harness.profiles.load import mark_names
+from harness.profiles.schema import CADENCE_MARKS
 from harness.profiles.upstream import (
+    UPSTREAM_MARK,
     UPSTREAM_TAG,
     ParityRow,
     parity,
     render_markdown,
+    serve_marks,
     upstream_ids,
     upstream_sources,
     upstream_tests,
@@ -39,7 +43,8 @@ ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 EXAMPLES = """examples:
   serve-harness list --tier cpu                 # every id, its marks and oracles, skips with why
   serve-harness list --upstream                 # parity with upstream's ids (the catalogue)
-  serve-harness list --upstream --dynamo-src ~/dynamo   # parity with your checkout's own matrix"""
+  serve-harness list --upstream --dynamo-src ~/dynamo   # parity with your checkout's own matrix
+  serve-harness list --cadence pre_merge --tier cpu     # upstream's pre-merge gate on this tier"""
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
@@ -68,7 +73,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="what `pytest --shard K/N` runs of the --cadence cases (tier: --tier, default gpu), "
         "and its predicted time",
     )
-    parser.add_argument("--cadence", default="post_merge", help="with --shard (%(default)s)")
+    parser.add_argument(
+        "--cadence",
+        choices=CADENCE_MARKS,
+        help="only the cases of this cadence, then upstream's ids of it: which the tier runs "
+        "and why each other does not (the gate: pre_merge); with --shard, the cases it "
+        "splits (default post_merge)",
+    )
     parser.add_argument(
         "--durations-from",
         type=Path,
@@ -102,10 +113,29 @@ def hardware(profile: Profile, tier: Tier) -> str:
         )
     if profile.cpu is None:
         return "no CPU tier"
+    precision = precision_of(family_dtype(profile.model.cpu))
     return (
-        f"CPU, tiny {profile.model.cpu} model in float32 "
-        f"(the architecture of the GPU tier's {profile.model.gpu})"
+        f"CPU, tiny {profile.model.cpu} model in {precision.dtype} "
+        f"(the architecture of the GPU tier's {profile.model.gpu}; logprob tolerance "
+        f"{precision.logprob_tolerance:g})"
     )
+
+
+def render_precisions(profiles: list[Profile]) -> str:
+    """Each precision the listed CPU profiles run in: its tolerance and where it comes from."""
+    used = sorted({family_dtype(p.model.cpu) for p in profiles if p.cpu is not None})
+    lines = ["CPU-tier precisions (harness/core/precision.py):"]
+    for dtype in used:
+        precision = precision_of(dtype)
+        families = sorted(
+            {p.model.cpu or "" for p in profiles if family_dtype(p.model.cpu) == dtype}
+        )
+        ties = "near-ties allowed, " if precision.near_ties else ""
+        lines.append(
+            f"  {dtype} ({', '.join(families)}): logprob tolerance "
+            f"{precision.logprob_tolerance:g}, {ties}{precision.measured}"
+        )
+    return "\n".join(lines)
 
 
 def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
@@ -127,7 +157,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                         "profile": profile.name,
                         "case": case.suffix or DEFAULT_CASE,
                         "tier": tier,
-                        "marks": mark_names(profile, tier, case),
+                        "marks": serve_marks(profile, tier, case),
                         "hardware": hardware(profile, tier),
                         "launcher": profile.launcher,
                         "skip": skip_reason(profile, tier, sc),
@@ -175,17 +205,49 @@ def render_not_carried(rows: list[ParityRow]) -> str:
     return "\n".join(lines)
 
 
+def render_gate(rows: list[dict[str, Any]], cadence: str, tiers: tuple[Tier, ...]) -> str:
+    """Upstream's ids of `cadence` on each tier: the ones a case here runs, then every other
+    with why (skipped here on the tier, or not carried, with the catalogue's reason)."""
+    lines = []
+    for tier in tiers:
+        ours = {r["test_id"]: r for r in rows if r["tier"] == tier}
+        gate = [t for t in upstream_tests() if t.cadence == cadence]
+        run, why = [], []
+        for test in gate:
+            here = test.here or test.id
+            row = ours.get(here)
+            stack = test.stack.removeprefix("dynamo-")
+            stack += "" if test.accelerator == "cuda" else f" {test.accelerator}"
+            if row is not None and not row["skip"]:
+                run.append(here)
+            elif row is not None:
+                why.append(f"  {test.id} [{stack}]: skipped on the {tier} tier: {row['skip']}")
+            else:
+                why.append(f"  {test.id} [{stack}]: {test.absent or 'no reason recorded'}")
+        lines.append(
+            f"upstream's {cadence} ids on the {tier} tier: {len(gate)}; run here {len(run)}, "
+            f"not run {len(why)}"
+        )
+        lines += [f"  run: {test_id}" for test_id in run]
+        lines += why
+        lines.append(
+            f'run them: scripts/serve-suite --tier {tier} -m "{cadence} and {UPSTREAM_MARK}"'
+        )
+    return "\n".join(lines)
+
+
 def render_shard(args: argparse.Namespace) -> str:
     try:
         shard = Shard.parse(args.shard)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     tier: Tier = tier_chosen(args.tier) or "gpu"
-    cases = cadence_cases(profiles_in(args.profiles), tier, args.cadence)
+    cadence = args.cadence or "post_merge"
+    cases = cadence_cases(profiles_in(args.profiles), tier, cadence)
     plan = plan_shards(cases, shard.count, recorded_durations(args.durations_from))
     mine = plan.of(shard)
     lines = [
-        f"shard {shard} ({tier}, {args.cadence}): {len(mine)} case(s), predicted "
+        f"shard {shard} ({tier}, {cadence}): {len(mine)} case(s), predicted "
         f"{plan.seconds[shard.index - 1]:.0f} s; all shards {plan.seconds}"
     ]
     return "\n".join([*lines, *(f"  {sc.test_id}" for sc in mine)])
@@ -214,9 +276,16 @@ def run(args: argparse.Namespace) -> int:
     tiers = (chosen,) if chosen else TIERS
     profiles = profiles_in(args.profiles)
     rows = case_rows(profiles, tiers)
+    if args.cadence:
+        rows = [r for r in rows if args.cadence in r["marks"]]
     if args.json:
         print("\n".join(json.dumps(r) for r in rows))
     else:
         print(render_text(rows))
-        print(render_not_carried(parity(profiles)))
+        if "cpu" in tiers:
+            print(render_precisions(profiles))
+        if args.cadence:
+            print(render_gate(rows, args.cadence, tiers))
+        else:
+            print(render_not_carried(parity(profiles)))
     return 0

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from harness.core.precision import Precision, family_dtype, precision_of
 from harness.oracles.checks import OracleResult
 from harness.oracles.encoder_rows import reference_on_rows, tapped_rows
 from harness.oracles.reference import (
-    CPU_ENGINE_DTYPE,
     BaselineStore,
     Key,
     ProcessorCounts,
@@ -55,6 +55,11 @@ class Scope:
     tier: Tier
     profile: Profile
     settings: JudgeSettings = JudgeSettings()
+
+    @property
+    def precision(self) -> Precision:
+        """The CPU tier's precision of the profile's tiny-model family (core/precision.py)."""
+        return precision_of(family_dtype(self.profile.model.cpu))
 
     @property
     def expect_status(self) -> int:
@@ -123,10 +128,18 @@ class Answer:
         """The model processor's own counts (None where it cannot mirror vLLM's)."""
         return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch, self.stack)
 
+    @property
+    def precision(self) -> Precision:
+        """What the engines ran in, the reference runs in, and the tolerance the answer is held
+        to: the family's (core/precision.py)."""
+        return self.scope.precision
+
     @cached_property
     def reference(self) -> Reference | None:
-        """The model's own greedy answer and its log-probabilities (reference.py)."""
-        return reference(self.model_dir, self.body, self.urls.fetch, CPU_ENGINE_DTYPE, self.stack)
+        """The model's own greedy answer and its log-probabilities (reference.py), computed in
+        the checkpoint's dtype."""
+        dtype = self.precision.dtype
+        return reference(self.model_dir, self.body, self.urls.fetch, dtype, self.stack)
 
     @cached_property
     def exact_reference(self) -> Reference | None:

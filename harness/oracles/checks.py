@@ -244,6 +244,7 @@ class Step:
 class LogprobVerdict:
     result: OracleResult
     gap: float | None  # the largest |engine - model| log-probability of a chosen token compared
+    tie_at: int | None = None  # where a near-tie flipped the choice (compare_logprobs near_ties)
 
 
 def engine_steps(data: object, special: Collection[str] = ()) -> list[Step] | None:
@@ -270,13 +271,28 @@ def engine_steps(data: object, special: Collection[str] = ()) -> list[Step] | No
     ]
 
 
-def compare_logprobs(engine: list[Step], model: list[Step], tolerance: float) -> LogprobVerdict:
+def compare_logprobs(
+    engine: list[Step], model: list[Step], tolerance: float, near_ties: bool = False
+) -> LogprobVerdict:
     """Position by position up to the shorter answer (a trailing end-of-sequence token may be
     on one side only). Fails at the first position where the chosen tokens differ, a chosen
-    token's log-probability is more than `tolerance` off, or the top-k sets differ beyond it."""
+    token's log-probability is more than `tolerance` off, or the top-k sets differ beyond it.
+    `near_ties` (a precision whose rounding can flip a near-tie, core/precision.py): where the
+    chosen tokens differ and the model's own log-probability of the answer's token is within
+    `tolerance` of its choice, the answer holds and nothing after is compared."""
     gap = 0.0
     for i, (ours, theirs) in enumerate(zip(engine, model, strict=False)):
         at = f"token {i}"
+        if ours.token != theirs.token and near_ties and ours.token in theirs.top:
+            tie = theirs.logprob - theirs.top[ours.token]
+            if tie <= tolerance:
+                detail = (
+                    f"{i} tokens agree, largest |gap| {gap:.2e} (tolerance {tolerance:g}); at "
+                    f"token {i} the answer chose {ours.token!r}, the model {theirs.token!r}, "
+                    f"{tie:.3f} apart in the model's own log-probabilities: a near-tie at this "
+                    "precision, not compared after"
+                )
+                return LogprobVerdict(OracleResult(True, detail), gap, tie_at=i)
         if ours.token != theirs.token:
             detail = (
                 f"{at}: the answer chose {ours.token!r} (logprob {ours.logprob:.6f}), the "

@@ -14,10 +14,11 @@ model returned for each image, keyed by its pixel values. From it, with transfor
   places them: one placeholder per row (an E/PD worker places every row the encoder sent, even
   where the model's processor places fewer); with a prefill/decode split, the prefill worker's
   KV for all but the last of the decode worker's own prompt tokens (the processor's), the last
-  one recomputed there. Every step after the encoder is then float32 on both sides, so the
-  engine's log-probabilities must equal these within LOGPROB_TOLERANCE, whatever the encoder
-  computed (measured: Qwen3-VL E/PD 9.2e-06 over 73 tokens; LLaVA E/PD 7.0e-07 and E/P/D
-  6.7e-07 over 100, design-deviations.md at 7310361, issue 37).
+  one recomputed there. Every step after the encoder is then in the checkpoint's dtype on both
+  sides, so the engine's log-probabilities must equal these within that precision's tolerance
+  (core/precision.py), whatever the encoder computed (measured: Qwen3-VL E/PD 9.2e-06 over 73
+  tokens; LLaVA E/PD 7.0e-07 and E/P/D 6.7e-07 over 100, design-deviations.md at 7310361,
+  issue 37).
 
 Model families: Qwen3-VL (its rows are the main embeddings and the deepstack features side by
 side, as vLLM's `embed_multimodal` returns them) and LLaVA."""

@@ -307,9 +307,6 @@ def expected_prompt_tokens(
     return None if inputs is None else int(inputs["input_ids"].shape[1])
 
 
-# The dtype every CPU-tier model computation runs in: the engines (launchers/lib/cpu_engine_args,
-# which the role adapter gives every CPU role) and the checkpoints (tiny_models/__init__.py).
-CPU_ENGINE_DTYPE = "float32"
 # How many alternatives each generated token's log-probability comes with, on both sides: as
 # vLLM's own model tests compare an engine with transformers (check_logprobs_close, 5 there too).
 TOP_LOGPROBS = 5

@@ -25,7 +25,7 @@ from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import GIB, plan_memory
 from harness.plugin.options import session_of
 from harness.profiles import ProfileError, load_profiles
-from harness.profiles.load import mark_names
+from harness.profiles.upstream import serve_marks
 from harness.topology.launch_spec import layout_args
 from harness.topology.target import TargetSpec
 
@@ -69,7 +69,7 @@ def marks_for(
 ) -> list[pytest.MarkDecorator]:
     p = sc.profile
     spec = p.tier(sc.tier)
-    marks = [getattr(pytest.mark, m) for m in mark_names(p, sc.tier, sc.case)]
+    marks = [getattr(pytest.mark, m) for m in serve_marks(p, sc.tier, sc.case)]
     if sc.tier == "gpu" and not p.gpu_skip:
         per_gpu = plan_memory(p).per_device()
         marks.append(pytest.mark.vram_gib(round(max(per_gpu) / GIB, 2)))

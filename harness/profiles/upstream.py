@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.profiles.load import cadence_marks
-from harness.profiles.schema import CaseSpec, Profile
+from harness.profiles.load import cadence_marks, mark_names
+from harness.profiles.schema import CaseSpec, Profile, Tier
 
 CATALOGUE = Path(__file__).with_name("upstream_ids.yaml")
 
@@ -75,9 +75,21 @@ def upstream_sources(path: Path = CATALOGUE) -> dict[str, str]:
     return dict(_catalogue(path).get("sources", {}))
 
 
+@functools.lru_cache(maxsize=4)
 def upstream_ids(path: Path = CATALOGUE) -> frozenset[str]:
     """The ids upstream Dynamo runs (carried here or not): `list` and `affected` tag them."""
     return frozenset(t.here or t.id for t in upstream_tests(path))
+
+
+UPSTREAM_MARK = "upstream"
+
+
+def serve_marks(profile: Profile, tier: Tier, case: CaseSpec) -> list[str]:
+    """A serve case's pytest marks (load.mark_names), and `upstream` where its id is one of
+    upstream's: `pytest -m "pre_merge and upstream and cpu"` runs upstream's pre_merge gate as
+    the CPU tier carries it (`serve-harness list --cadence pre_merge --tier cpu` says which)."""
+    names = mark_names(profile, tier, case)
+    return [*names, UPSTREAM_MARK] if profile.test_id(case) in upstream_ids() else names
 
 
 UPSTREAM_TAG = "[upstream id]"

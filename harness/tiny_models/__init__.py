@@ -5,12 +5,12 @@ The families (qwen3_vl.py, llava.py) shape the models; `build_tiny_model` builds
 
 - `train_byte_level_bpe`, `fast_tokenizer`: a tiny byte-level BPE tokenizer trained on a fixed
   list of the stdlib's own source files.
-- `save_random_checkpoint`: a randomly initialised model saved with its processor. Saved in
-  float32, the dtype every model computation of the CPU tier runs in: the engines
-  (`--dtype float32`, launchers/lib/cpu_engine_args), the HF reference, and the roles that take
-  their dtype from the checkpoint: Dynamo's Qwen-VL encode worker builds its in-process vLLM
-  with no dtype (dynamo/vllm/multimodal_utils/model.py `load_vision_model`), so a bfloat16
-  checkpoint would run its vision tower in bf16 beside float32 engines."""
+- `save_random_checkpoint`: a randomly initialised model saved with its processor, in its
+  family's precision (harness/core/precision.py FAMILY_DTYPE). The checkpoint's dtype is the
+  one every model computation of its family runs in on the CPU tier: the engines (the role
+  adapter gives each CPU role `--dtype` of the family), the HF reference, and the roles that take
+  their dtype from the checkpoint (Dynamo's Qwen-VL encode worker builds its in-process vLLM
+  with no dtype, dynamo/vllm/multimodal_utils/model.py `load_vision_model`)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from harness.core.paths import cache_dir
+from harness.core.precision import DEFAULT_DTYPE
 
 VOCAB_SIZE = 1024
 
@@ -88,7 +89,6 @@ def fast_tokenizer(
     )
 
 
-CHECKPOINT_DTYPE = torch.float32
 # The files the real repos ship per sub-processor (Qwen/Qwen3-VL-2B-Instruct and
 # llava-hf/llava-1.5-7b-hf hold preprocessor_config.json, Qwen also video_preprocessor_config.json);
 # transformers 5 nests them all in processor_config.json instead. Dynamo 1.6.1's frontend reads
@@ -106,9 +106,10 @@ def save_random_checkpoint(
     generation: GenerationConfig,
     out_dir: Path,
     seed: int,
+    dtype: str = DEFAULT_DTYPE,
 ) -> None:
     torch.manual_seed(seed)
-    model = model_class(config).to(CHECKPOINT_DTYPE)
+    model = model_class(config).to(getattr(torch, dtype))
     model.generation_config = generation
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
@@ -132,7 +133,8 @@ def _family_builder(family: str) -> Callable[[Path, int], None]:
 
 
 BUILDERS: dict[str, Callable[[Path, int], None]] = {
-    family: _family_builder(family) for family in ("qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl")
+    family: _family_builder(family)
+    for family in ("qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
 }
 
 

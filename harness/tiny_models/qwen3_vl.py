@@ -91,11 +91,8 @@ def config(vocab_size: int) -> Qwen3VLConfig:
     return Qwen3VLConfig(
         text_config=text,
         vision_config=vision,
-        image_token_id=TOKEN_ID["<|image_pad|>"],
-        video_token_id=TOKEN_ID["<|video_pad|>"],
-        vision_start_token_id=TOKEN_ID["<|vision_start|>"],
-        vision_end_token_id=TOKEN_ID["<|vision_end|>"],
         tie_word_embeddings=True,
+        **media_ids(),
     )
 
 
@@ -122,14 +119,27 @@ def processor() -> Qwen3VLProcessor:
     )
 
 
-def build(out_dir: Path, seed: int) -> None:
-    """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
-    proc = processor()
-    generation = GenerationConfig(
+def generation() -> GenerationConfig:
+    return GenerationConfig(
         bos_token_id=TOKEN_ID["<|endoftext|>"],
         eos_token_id=[TOKEN_ID["<|im_end|>"], TOKEN_ID["<|endoftext|>"]],
         pad_token_id=TOKEN_ID["<|endoftext|>"],
         do_sample=False,
     )
+
+
+def media_ids() -> dict[str, int]:
+    """The config's image, video and vision-bracket token ids."""
+    return {
+        "image_token_id": TOKEN_ID["<|image_pad|>"],
+        "video_token_id": TOKEN_ID["<|video_pad|>"],
+        "vision_start_token_id": TOKEN_ID["<|vision_start|>"],
+        "vision_end_token_id": TOKEN_ID["<|vision_end|>"],
+    }
+
+
+def build(out_dir: Path, seed: int) -> None:
+    """Write config, weights, tokenizer, processor and chat template into `out_dir`."""
+    proc = processor()
     cfg = config(vocab_size=len(proc.tokenizer))
-    save_random_checkpoint(Qwen3VLForConditionalGeneration, cfg, proc, generation, out_dir, seed)
+    save_random_checkpoint(Qwen3VLForConditionalGeneration, cfg, proc, generation(), out_dir, seed)

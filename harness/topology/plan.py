@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.paths import REPO_ROOT, cache_dir, sglang_python
+from harness.core.precision import family_dtype
 from harness.core.secrets import redact_env, scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.profiles import Budget, RoleSpec, Tier
@@ -262,7 +263,8 @@ def adapter_env(
 ) -> dict[str, str]:
     """What the role adapter (harness/topology/role_adapter.py) reads: the real interpreter, which
     role each health-port variable names, every leased port (a role handed another is refused),
-    the profile's model and its tiny checkpoint, and the device leased for each GPU position."""
+    the profile's model, its tiny checkpoint and its family's dtype (core/precision.py), and the
+    device leased for each GPU position."""
     role_ports = {r.health_port: r.name for r in launch.worker_roles if r.health_port}
     user = launch.source.python if launch.source else None  # --dynamo-python
     extra = {
@@ -278,6 +280,7 @@ def adapter_env(
     }
     if env.get("HARNESS_DEVICE") == "cpu":
         extra["HARNESS_SGLANG_PYTHON"] = str(sglang_python())
+        extra["HARNESS_CPU_DTYPE"] = family_dtype(launch.model.cpu)
     if env.get("HARNESS_DEVICE") != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
         extra["HARNESS_GPUS"] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
     return extra

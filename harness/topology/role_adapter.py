@@ -48,6 +48,13 @@ SGLANG_NCCL_LEASED = "SGLANG_NCCL_PORT{i}"
 # A role's flags that bind a TCP port of their own (SGLang's rendezvous, server, bootstrap).
 PORT_FLAGS = {"--nccl-port", "--port", "--disaggregation-bootstrap-port", "--http-port"}
 CPU_MODEL_ENV = "HARNESS_CPU_MODEL"  # the tiny checkpoint of the profile's architecture family
+# its family's dtype (harness/core/precision.py FAMILY_DTYPE, the dtype the checkpoint is saved
+# in): every CPU engine's --dtype, so a family whose kernels take no float32 runs in the dtype
+# its reference is computed in
+CPU_DTYPE_ENV = "HARNESS_CPU_DTYPE"
+# a profile's longer context than the CPU flags' 2,048 tokens (its cpu env): upstream's long
+# cached-prompt cases (mm_agg_router_qwen3.5-0.8b's 120 filler copies)
+CPU_MAX_MODEL_LEN_ENV = "HARNESS_CPU_MAX_MODEL_LEN"
 PROFILE_MODEL_ENV = "HARNESS_PROFILE_MODEL"  # the model id the profile serves
 PROFILE_ENV = "HARNESS_PROFILE"
 GPUS_ENV = "HARNESS_GPUS"  # the leased device of each GPU position, e.g. "3,3,5"
@@ -400,7 +407,7 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
         else:
             raise Refused(f"{name}{'' if value is None else ' ' + value}")
     names = served_name(kept, served, out)
-    cpu = shlex.split(CPU_ARGS_FILE.read_text().split("\n#", 1)[0])
+    cpu = with_dtype(shlex.split(CPU_ARGS_FILE.read_text().split("\n#", 1)[0]), env)
     cpu += ["--kv-cache-memory-bytes", env.get("HARNESS_CPU_KV_BYTES", "64M")]
     out.notes.append(f"added the CPU tier's engine flags: {' '.join(cpu)}")
     mode = dict(kept).get("--disaggregation-mode")
@@ -413,6 +420,22 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
     out.unset.append("CUDA_VISIBLE_DEVICES")
     device_env_on_cpu(env, out)
     return args
+
+
+def with_value(args: list[str], flag: str, value: str | None) -> list[str]:
+    """`args` with `flag`'s value replaced by `value` (unchanged where either is absent)."""
+    if not value or flag not in args:
+        return args
+    at = args.index(flag) + 1
+    return [*args[:at], value, *args[at + 1 :]]
+
+
+def with_dtype(args: list[str], env: dict) -> list[str]:
+    """The CPU tier's engine flags with `--dtype` the checkpoint's (CPU_DTYPE_ENV; unset: the
+    float32 the flags name) and a profile's longer context (CPU_MAX_MODEL_LEN_ENV)."""
+    args = with_value(args, "--dtype", env.get(CPU_DTYPE_ENV))
+    longer = env.get(CPU_MAX_MODEL_LEN_ENV)
+    return with_value(with_value(args, "--max-model-len", longer), "--context-length", longer)
 
 
 def device_env_on_cpu(env: dict, out: Adapted) -> None:
@@ -484,7 +507,7 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
     else:
         out.notes.append(f"{SGLANG_TRANSFER_ENV}=local (the launcher sets no transfer mode)")
     out.env[SGLANG_TRANSFER_ENV] = "local"
-    cpu_args = CPU_SGLANG_ARGS + (
+    cpu_args = with_dtype(CPU_SGLANG_ARGS, env) + (
         ["--sleep-on-idle"] if env.get(*SGLANG_SLEEP_ON_IDLE) != "0" else []
     )
     out.notes.append(f"added the CPU tier's SGLang flags: {' '.join(cpu_args)}")

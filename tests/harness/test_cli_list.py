@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.__main__ import main
-from harness.oracles.registry import LOGPROB_TOLERANCE
+from harness.core.precision import PRECISIONS
 
 
 def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +36,8 @@ def test_the_listing_names_each_upstream_id_not_carried_and_why(
     out = capsys.readouterr().out
     tail = out[out.index("upstream ids not carried here (") :]
     assert "  mm_agg_gemma4-e2b-it [vllm, pre_merge]: no tiny Gemma-4 checkpoint" in tail
-    assert "  mm_agg_qwen3.5-0.8b [vllm, post_merge]: Qwen3.5's Gated DeltaNet layers" in tail
+    assert "  mm_agg_qwen3.5-0.8b [vllm xpu, post_merge]: not yet carried on XPU" in tail
+    assert "mm_agg_qwen3.5-0.8b [vllm, " not in tail  # carried on the CPU tier (bfloat16)
     assert "mm_agg_qwen3-vl-2b [vllm," not in tail  # carried: listed above with its oracles
     assert "  mm_agg_router_qwen2-vl-2b [vllm xpu, post_merge]: skipped upstream (vLLM XPU" in tail
 
@@ -69,9 +70,10 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     bad = rows["mm_agg_qwen3-vl-2b_bad_input"]["oracles"]
     assert bad[0] == "HTTP 400 naming the error"
+    tolerance = PRECISIONS["float32"].logprob_tolerance
     assert bad[2] == (
         "status 200, structure, prompt tokens, role prompts, matches the model's own answer, "
-        f"logprobs within {LOGPROB_TOLERANCE:g} of the model's own, top-5, path, "
+        f"logprobs within {tolerance:g} of the model's own, top-5, path, "
         "other media answers differently, other transport answers the same"
     )
 

@@ -97,10 +97,12 @@ def test_cache_dir_follows_harness_cache(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_text_model_shape_fits_cpu_attention(family: str, model_dirs: dict[str, Path]) -> None:
     config = json.loads((model_dirs[family] / "config.json").read_text())
     text = config["text_config"]
-    assert (text["hidden_size"], text["num_hidden_layers"]) == (128, 2)
+    # Qwen3.5: three Gated DeltaNet layers and a full one, whose CPU kernels take head dim 64
+    layers, dim = (4, 64) if family == "qwen3_5" else (2, 32)
+    assert (text["hidden_size"], text["num_hidden_layers"]) == (128, layers)
     head_dim = text.get("head_dim", text["hidden_size"] // text["num_attention_heads"])
     heads = (text["num_attention_heads"], text["num_key_value_heads"], head_dim)
-    assert heads == (4, 2, 32)
+    assert heads == (4, 2, dim)
     tokenizer = AutoTokenizer.from_pretrained(model_dirs[family])
     assert text["vocab_size"] == len(tokenizer) == 1024
 
@@ -160,13 +162,15 @@ def test_chat_template_places_image_like_the_real_model(
     assert prompt.endswith("ASSISTANT:" if family == "llava" else "<|im_start|>assistant\n")
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl", "qwen2_vl", "qwen2_5_vl", "llava"])
+@pytest.mark.parametrize("family", ["qwen3_vl", "qwen2_vl", "qwen2_5_vl", "llava", "qwen3_5"])
 def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, Path]) -> None:
     """Each family's greedy answer depends on the image (the output-equality and other-media
     checks could not fail otherwise), and its processor places the image tokens the CPU
     profiles are written for (for the 512x512 square: 16 for Qwen3-VL, 324 for Qwen2-VL and
     Qwen2.5-VL at their real pixel bounds, 64 for LLaVA)."""
-    from harness.oracles.reference import CPU_ENGINE_DTYPE, processor_counts, reference_answer
+    from harness.core.precision import family_dtype
+    from harness.machine.model_files import checkpoint_dtype
+    from harness.oracles.reference import processor_counts, reference_answer
     from harness.payloads.media import build_media
 
     media = build_media(model_dirs[family].parent.parent / "media-test")
@@ -182,8 +186,11 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
         return next(f for f in files.values() if url.endswith(f.name)).read_bytes()
 
     d = model_dirs[family]
-    answers = {c: reference_answer(d, body(c), fetch, CPU_ENGINE_DTYPE) for c in files}
+    dtype = checkpoint_dtype(d)
+    assert dtype == family_dtype(family)  # saved in the family's precision (core/precision.py)
+    answers = {c: reference_answer(d, body(c), fetch, dtype) for c in files}
     assert answers["green"] != answers["red"], answers
     counts = processor_counts(d, body("green")["messages"], fetch)
-    wanted = {"llava": 64, "qwen3_vl": 16, "qwen2_vl": 324, "qwen2_5_vl": 324}[family]
+    wanted = {"llava": 64, "qwen3_vl": 16, "qwen3_5": 16, "qwen2_vl": 324, "qwen2_5_vl": 324}
+    wanted = wanted[family]
     assert counts is not None and counts.images == wanted
