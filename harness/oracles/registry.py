@@ -439,8 +439,8 @@ class EncoderOutput(Answered):
 class RowsLogProbs(Answered):
     """CPU: through an encode worker, each token's log-probability is the model's own language
     model's on the rows the encoder sent (encoder_rows.py), within the precision's tolerance:
-    every step after the encoder judged to the number, whatever the encoder computed and whatever defect is
-    declared there (declarations excuse nothing here)."""
+    every step after the encoder judged to the number, whatever the encoder computed and
+    whatever defect is declared there (declarations excuse nothing here)."""
 
     name = "log-probabilities on the encoder's rows"
     order = 75
