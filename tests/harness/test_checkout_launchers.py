@@ -218,3 +218,29 @@ def test_gpu_memory_options_and_xpu_device_choices_are_mapped_on_cpu() -> None:
     config = json.loads(out.argv[out.argv.index("--kv-transfer-config") + 1])
     assert config["kv_buffer_device"] == "cpu"
     assert "unset ZE_AFFINITY_MASK=2 (the role's XPU device" in "; ".join(out.notes)
+
+
+def test_every_cpu_engine_runs_in_its_familys_dtype_and_a_profiles_longer_context() -> None:
+    """The flags' float32 by default; the family's dtype where the plan hands one (Qwen3.5:
+    bfloat16, core/precision.py), on vLLM and SGLang alike; a profile's longer context."""
+    worker = ["-m", "dynamo.vllm", "--model", "Qwen/Qwen3-VL-2B-Instruct"]
+
+    def value(argv: list[str], flag: str) -> str:
+        return argv[argv.index(flag) + 1]
+
+    plain = adapt(worker, env(DYN_SYSTEM_PORT="21001")).argv
+    assert value(plain, "--dtype") == "float32" and value(plain, "--max-model-len") == "2048"
+    wider = env(DYN_SYSTEM_PORT="21001", HARNESS_CPU_DTYPE="bfloat16")
+    wider["HARNESS_CPU_MAX_MODEL_LEN"] = "10240"
+    argv = adapt(worker, wider).argv
+    assert value(argv, "--dtype") == "bfloat16" and value(argv, "--max-model-len") == "10240"
+    assert argv.count("--dtype") == 1
+    sglang = adapt(SGLANG_DECODE, env(DYN_SYSTEM_PORT="21003", HARNESS_CPU_DTYPE="bfloat16"))
+    assert value(sglang.argv, "--dtype") == "bfloat16"
+
+
+def test_the_plan_hands_the_roles_the_familys_dtype() -> None:
+    from harness.core.precision import family_dtype
+
+    assert family_dtype("qwen3_5") == "bfloat16"
+    assert family_dtype("qwen3_vl") == family_dtype(None) == "float32"

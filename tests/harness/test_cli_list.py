@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
 from harness.__main__ import main
+from harness.core.paths import REPO_ROOT
 from harness.core.precision import PRECISIONS
+from harness.profiles.upstream import upstream_ids
 
 
 def test_gpu_rows_carry_marks_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--tier", "gpu", "--json"]) == 0
     rows = {r["test_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     row = rows["mm_epd_qwen3-vl-2b_b64_frontend_decoding"]
-    assert row["marks"] == ["post_merge", "multimodal", "vllm", "gpu_1"]
+    assert row["marks"] == ["post_merge", "multimodal", "vllm", "gpu_1", "upstream"]
     assert row["hardware"].startswith(
         "gpu_1 runner, 1 GPU(s) of >= 24 GiB: #0 20.2 GiB (encode 3.9 + prefill 8.1 + decode 8.1)"
     )
@@ -165,3 +170,40 @@ def test_upstream_ids_are_tagged(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines["mm_epd_qwen3-vl-2b"].endswith("[upstream id]")
     assert lines["multimodal_e_pd_fd_qwen"].endswith("[upstream id]")
     assert "[upstream id]" not in lines["mm_p_d_qwen3-vl-2b_b64"]  # ours only
+
+
+def test_the_pre_merge_gate_lists_what_runs_and_why_the_rest_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "--tier", "cpu", "--cadence", "pre_merge"]) == 0
+    out = capsys.readouterr().out
+    gate = out[out.index("upstream's pre_merge ids on the cpu tier: ") :]
+    total, run, not_run = map(int, re.findall(r"\d+", gate.splitlines()[0]))
+    assert total == run + not_run and run >= 5
+    assert "  run: mm_agg_router_qwen3.5-0.8b\n" in gate
+    assert "  mm_agg_gemma4-e2b-it [vllm]: no tiny Gemma-4 checkpoint" in gate
+    assert "  video_e_pd_qwen [sglang]: skipped on the cpu tier: " in gate
+    assert 'run them: scripts/serve-suite --tier cpu -m "pre_merge and upstream"' in gate
+    listed = out[: out.index("CPU-tier precisions")]
+    assert "mm_agg_qwen3.5-0.8b " not in listed  # post_merge only: not in the gate's listing
+    assert "bfloat16 (qwen3_5): logprob tolerance 1.43, near-ties allowed" in out
+
+
+def test_the_upstream_mark_selects_the_gates_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pytest -m "pre_merge and upstream and cpu"` collects every id the gate runs here, and
+    only upstream's ids (the skipped ones are collected and skip with the gate's reason)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/serve", "--collect-only", "-q", "-p",
+         "no:cacheprovider", "-m", "pre_merge and upstream and cpu"],
+        capture_output=True, text=True, cwd=REPO_ROOT, check=False,
+    )  # fmt: skip
+    collected = set(re.findall(r"test_serve\[([^\]]+)\]", done.stdout))
+    assert main(["list", "--tier", "cpu", "--cadence", "pre_merge"]) == 0
+    run = set(re.findall(r"^  run: (\S+)$", capsys.readouterr().out, re.MULTILINE))
+    assert run and run <= collected, done.stdout
+    baselines = re.search(
+        r"pulled in \d+ baseline case\(s\) the selection left out: (.*)", done.stdout
+    )
+    pulled = set(baselines.group(1).split(", ")) if baselines else set()
+    assert collected - pulled <= upstream_ids()
+    assert "mm_sglang_epd_qwen3-vl-2b_b64" not in collected  # pre_merge, but ours only

@@ -90,3 +90,19 @@ def test_a_gap_the_float32_reference_made_is_judged_against_float64() -> None:
     near = [Step("n", -0.983700, {"n": -0.983700}), Step("o", -0.2, {"o": -0.2})]  # 32 ~ 64
     close = compare_logprobs(off, near, 3e-4)
     assert rejudged_in_float64(off, near, near, 3e-4, close) is close
+
+
+def test_a_near_tie_flipped_by_the_precision_holds_and_stops_the_comparison() -> None:
+    """bfloat16 (core/precision.py): where the model's own two choices are within the tolerance,
+    the engine may take the other; nothing after is compared (the prefixes differ)."""
+    engine = [Step("b", -0.8, {"b": -0.8, "a": -0.9, "c": -3.0}), Step("z", -9.0, {"z": -9.0})]
+    tied = compare_logprobs(engine, MODEL, 0.6, near_ties=True)
+    assert tied.result.passed and tied.tie_at == 0, tied.result.detail
+    assert "the answer chose 'b', the model 'a', 0.500 apart" in tied.result.detail
+    assert not compare_logprobs(engine, MODEL, 0.4, near_ties=True).result.passed  # not a tie
+    assert not compare_logprobs(engine, MODEL, 0.6).result.passed  # float32 allows none
+
+
+def test_a_token_outside_the_models_top_k_is_never_a_near_tie() -> None:
+    engine = [Step("q", -0.6, {"q": -0.6, "a": -0.7}), MODEL[1]]
+    assert not compare_logprobs(engine, MODEL, 5.0, near_ties=True).result.passed
