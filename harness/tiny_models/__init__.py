@@ -31,7 +31,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from harness.core.paths import cache_dir
-from harness.core.precision import DEFAULT_DTYPE
+from harness.core.precision import DEFAULT_DTYPE, family_dtype
 
 VOCAB_SIZE = 1024
 
@@ -149,6 +149,7 @@ def build_key(family: str) -> str:
     for source in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     versions = (transformers.__version__, tokenizers.__version__, torch.__version__, SEED)
+    versions += (family_dtype(family),)
     digest.update(repr(versions).encode())
     digest.update(corpus_digest().encode())
     return digest.hexdigest()[:16]

@@ -14,7 +14,7 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
 from harness.topology.observed import Observed
 from harness.topology.processes import listeners
-from harness.topology.roles import RoleTable, tail
+from harness.topology.roles import RoleTable, engine_root_cause, tail
 
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
 # What a Dynamo 1.6.1 worker logs when its system port is taken; it then runs on without /health.
@@ -98,10 +98,12 @@ class RoleExited(LogDiagnosis):
         log = tail(roles.log_path(name))
         taken = any(hint in log for hint in PORT_IN_USE_HINTS)
         where = "before ready" if topo.phase != "ready" else "mid-test"
+        root = None if taken else engine_root_cause(roles.log_path(name))
         return topo.failure(
             Cause.PORT_IN_USE if taken else Cause.ROLE_EXITED,
             f"role '{name}' exited {where} (code {code if code is not None else 'unknown'})"
-            + (": a port it needs is taken" if taken else ""),
+            + (": a port it needs is taken" if taken else "")
+            + (f"; its engine core: {root}" if root else ""),
             role=name,
             exit_code=code,
             log_tail=log,

@@ -152,6 +152,25 @@ def last_exception(text: str) -> str | None:
     return None
 
 
+# vLLM's engine core logs its own failure (a kernel that refuses a dtype) in ERROR lines and the
+# worker's traceback then ends "Engine core initialization failed. See root cause above."
+# (vllm/v1/engine/core.py, core_client.py, 0.31): the cause is that ERROR line, far above a tail.
+ENGINE_CORE_ERROR = re.compile(
+    r"\(EngineCore[^)]*\) ERROR .*?\] ((?:\w+\.)*\w*(?:Error|Exception)\b.*)$"
+)
+
+
+def engine_root_cause(path: Path) -> str | None:
+    """The exception line vLLM's engine core logged last before the worker gave up, e.g.
+    "NotImplementedError: \"causal_conv1d_fwd_kernel_impl\" not implemented for 'Float'"."""
+    try:
+        text = ANSI_ESCAPE.sub("", path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
+    except FileNotFoundError:
+        return None
+    found = [m.group(1) for line in text.splitlines() if (m := ENGINE_CORE_ERROR.search(line))]
+    return found[-1][:400] if found else None
+
+
 def fold_health_polls(lines: list[str]) -> list[str]:
     """Drop the health-poll 503 lines; one note, where the last of them was, says how many."""
     kept: list[str] = []
