@@ -45,6 +45,9 @@ def config(vocab_size: int) -> Qwen3_5Config:
         "intermediate_size": 256,
         "num_hidden_layers": len(LAYER_TYPES),
         "layer_types": LAYER_TYPES,
+        # the real config.json carries it beside layer_types (SGLang 0.5.21 reads it:
+        # configs/qwen3_next.py layers_block_type); transformers keeps it as given
+        "full_attention_interval": len(LAYER_TYPES),
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": HEAD_DIM,
