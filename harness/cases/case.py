@@ -25,6 +25,7 @@ from requests import Response
 
 from harness.cases.results import AFTER_CASE
 from harness.core.paths import sglang_python, sglang_venv_left_out
+from harness.core.precision import family_dtype
 from harness.core.verdict import Cause, TopologyFailure
 from harness.machine.engines import missing_engine
 from harness.machine.gpu_leases import GpuUnavailable, shortfall
@@ -396,7 +397,8 @@ def serving(spec: LaunchSpec) -> str:
     """What a launch serves, as its progress line says: the GPU model, or on the CPU tier the
     tiny checkpoint of its architecture standing in for it."""
     if spec.tier == "cpu":
-        return f"the tiny {spec.model.cpu} checkpoint in float32 as {spec.model.gpu}"
+        dtype = family_dtype(spec.model.cpu)
+        return f"the tiny {spec.model.cpu} checkpoint in {dtype} as {spec.model.gpu}"
     return f"{spec.model.gpu} on the {spec.tier} tier"
 
 
