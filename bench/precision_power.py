@@ -84,8 +84,11 @@ def engine(model_dir: Path, dtype: str, noise: Noise) -> Any:
 
         return hook
 
-    model.visual.register_forward_hook(noisy("rows"))
-    model.language_model.logits_processor.register_forward_hook(noisy("logits"))
+    vision = getattr(model, "visual", None) or model.vision_tower  # Qwen-VL's, Gemma-4's
+    language = getattr(model, "language_model", model)
+    logits = getattr(language, "logits_processor", None) or model.logits_processor
+    vision.register_forward_hook(noisy("rows"))
+    logits.register_forward_hook(noisy("logits"))
     return llm
 
 

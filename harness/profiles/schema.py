@@ -261,7 +261,7 @@ class CaseSpec(RequestSpec):
 class ModelSpec(Strict):
     short_name: str
     gpu: str
-    cpu: Literal["qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_5"] | None = None
+    cpu: Literal["qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_5", "gemma4"] | None = None
 
 
 class Budget(Strict):

@@ -134,7 +134,7 @@ def _family_builder(family: str) -> Callable[[Path, int], None]:
 
 BUILDERS: dict[str, Callable[[Path, int], None]] = {
     family: _family_builder(family)
-    for family in ("qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
+    for family in ("qwen3_vl", "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_5", "gemma4")
 }
 
 

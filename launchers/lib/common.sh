@@ -118,9 +118,11 @@ start_event_broker() {
 
 # Parse the shared launcher flags, as upstream's launchers take them: --model into MODEL, the
 # layout into LAYOUT, FRONTEND_DECODING and MM_EMBEDDING_CACHE (the encode worker's embedding
-# cache, as upstream's SGLang cases pass it); anything else is an error.
+# cache, as upstream's SGLang cases pass it). Anything else is an error, except in a launcher
+# that sets WORKER_ARGS_ACCEPTED=1 before begin_topology: there it goes to its worker in
+# WORKER_ARGS, as upstream's agg_multimodal.sh forwards its EXTRA_ARGS (Gemma-4's --dtype).
 parse_layout_args() {
-  LAYOUT=default FRONTEND_DECODING=() MM_EMBEDDING_CACHE=()
+  LAYOUT=default FRONTEND_DECODING=() MM_EMBEDDING_CACHE=() WORKER_ARGS=()
   while (($#)); do
     case $1 in
       --model) MODEL=${2:?a model id}; shift ;;
@@ -129,8 +131,10 @@ parse_layout_args() {
       --multimodal-embedding-cache-capacity-gb)
         MM_EMBEDDING_CACHE=(--multimodal-embedding-cache-capacity-gb "${2:?a size in GB}")
         shift ;;
-      *) die "unknown argument '$1' (expected --model ID, --single-gpu, --frontend-decoding," \
-        "--multimodal-embedding-cache-capacity-gb GB)" ;;
+      *)
+        [[ ${WORKER_ARGS_ACCEPTED:-0} == 1 ]] && { WORKER_ARGS+=("$1"); shift; continue; }
+        die "unknown argument '$1' (expected --model ID, --single-gpu, --frontend-decoding," \
+          "--multimodal-embedding-cache-capacity-gb GB)" ;;
     esac
     shift
   done

@@ -40,7 +40,8 @@ def test_the_listing_names_each_upstream_id_not_carried_and_why(
     assert main(["list", "--tier", "gpu"]) == 0
     out = capsys.readouterr().out
     tail = out[out.index("upstream ids not carried here (") :]
-    assert "  mm_agg_gemma4-e2b-it [vllm, pre_merge]: no tiny Gemma-4 checkpoint" in tail
+    assert "  mm_agg_gemma4-e2b-it [vllm xpu, pre_merge]: not yet carried on XPU" in tail
+    assert "mm_agg_gemma4-e2b-it [vllm, " not in tail  # carried on the CPU tier (float32)
     assert "  mm_agg_qwen3.5-0.8b [vllm xpu, post_merge]: not yet carried on XPU" in tail
     assert "mm_agg_qwen3.5-0.8b [vllm, " not in tail  # carried on the CPU tier (bfloat16)
     assert "mm_agg_qwen3-vl-2b [vllm," not in tail  # carried: listed above with its oracles
@@ -181,7 +182,8 @@ def test_the_pre_merge_gate_lists_what_runs_and_why_the_rest_does_not(
     total, run, not_run = map(int, re.findall(r"\d+", gate.splitlines()[0]))
     assert total == run + not_run and run >= 5
     assert "  run: mm_agg_router_qwen3.5-0.8b\n" in gate
-    assert "  mm_agg_gemma4-e2b-it [vllm]: no tiny Gemma-4 checkpoint" in gate
+    assert "  run: mm_agg_gemma4-e2b-it\n" in gate
+    assert "  mm_agg_gemma4-e2b-it_uuid_passthrough [vllm]: not yet carried: its payload" in gate
     assert "  video_e_pd_qwen [sglang]: skipped on the cpu tier: " in gate
     assert 'run them: scripts/serve-suite --tier cpu -m "pre_merge and upstream"' in gate
     listed = out[: out.index("CPU-tier precisions")]

@@ -93,16 +93,22 @@ def test_cache_dir_follows_harness_cache(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert default_cache_dir() == tmp_path / "models"
 
 
+# (hidden, layers, heads, KV heads, head dim) per family. Qwen3.5: three Gated DeltaNet layers
+# and a full one, whose CPU kernels take head dim 64; Gemma-4: two blocks of four sliding and one
+# full layer (the full layers' head 128, its global_head_dim).
+TEXT_SHAPES = {"qwen3_5": (128, 4, 4, 2, 64), "gemma4": (64, 10, 2, 1, 64)}
+CPU_ATTENTION_HEAD_SIZES = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256}  # vLLM 0.31 cpu_attn.py
+
+
 @pytest.mark.parametrize("family", tuple(BUILDERS))
 def test_text_model_shape_fits_cpu_attention(family: str, model_dirs: dict[str, Path]) -> None:
     config = json.loads((model_dirs[family] / "config.json").read_text())
     text = config["text_config"]
-    # Qwen3.5: three Gated DeltaNet layers and a full one, whose CPU kernels take head dim 64
-    layers, dim = (4, 64) if family == "qwen3_5" else (2, 32)
-    assert (text["hidden_size"], text["num_hidden_layers"]) == (128, layers)
     head_dim = text.get("head_dim", text["hidden_size"] // text["num_attention_heads"])
-    heads = (text["num_attention_heads"], text["num_key_value_heads"], head_dim)
-    assert heads == (4, 2, dim)
+    shape = (text["hidden_size"], text["num_hidden_layers"], text["num_attention_heads"])
+    shape += (text["num_key_value_heads"], head_dim)
+    assert shape == TEXT_SHAPES.get(family, (128, 2, 4, 2, 32))
+    assert {head_dim, text.get("global_head_dim", head_dim)} <= CPU_ATTENTION_HEAD_SIZES
     tokenizer = AutoTokenizer.from_pretrained(model_dirs[family])
     assert text["vocab_size"] == len(tokenizer) == 1024
 
@@ -162,7 +168,9 @@ def test_chat_template_places_image_like_the_real_model(
     assert prompt.endswith("ASSISTANT:" if family == "llava" else "<|im_start|>assistant\n")
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl", "qwen2_vl", "qwen2_5_vl", "llava", "qwen3_5"])
+@pytest.mark.parametrize(
+    "family", ["qwen3_vl", "qwen2_vl", "qwen2_5_vl", "llava", "qwen3_5", "gemma4"]
+)
 def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, Path]) -> None:
     """Each family's greedy answer depends on the image (the output-equality and other-media
     checks could not fail otherwise), and its processor places the image tokens the CPU
@@ -192,5 +200,6 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
     assert answers["green"] != answers["red"], answers
     counts = processor_counts(d, body("green")["messages"], fetch)
     wanted = {"llava": 64, "qwen3_vl": 16, "qwen3_5": 16, "qwen2_vl": 324, "qwen2_5_vl": 324}
+    wanted |= {"gemma4": 256}  # 512x512 -> 48x48 patches, 3x3 pooled
     wanted = wanted[family]
     assert counts is not None and counts.images == wanted
