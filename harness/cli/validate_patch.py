@@ -27,6 +27,7 @@ from harness.cli.serve_runs import (
 )
 from harness.profiles import Profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.launch_spec import PYTHON_ONLY
 
 TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
 PATCH_SIDES = ("installed", "patched")
@@ -56,6 +57,7 @@ def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Pa
         if not installed.is_dir():
             raise PatchError(f"{patch}: touches {package}, which {site} does not hold")
         shutil.copytree(installed, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (out_dir / PYTHON_ONLY).write_text(f"the installed ai-dynamo with {patch.name} applied\n")
     done = subprocess.run(
         ["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i", str(patch.resolve())],
         capture_output=True,

@@ -165,6 +165,11 @@ def stack_words(profile: Profile) -> str:
     return f"{stack} {profile.topology}{xpu}"
 
 
+# A tree that carries Dynamo's Python and no launchers says so in this file, with why (`validate
+# patch` writes it into the checkout it patches): its launches run ours, and say so.
+PYTHON_ONLY = ".serve-harness-python-only"
+
+
 def choose_launcher(
     profile: Profile, case: CaseSpec, ours: Path, source: DynamoSource | None
 ) -> LauncherChoice:
@@ -173,6 +178,9 @@ def choose_launcher(
     `upstream_launcher`; where the checkout holds neither, `missing` says so (never ours)."""
     if source is None:
         return LauncherChoice(ours, "ours", "no Dynamo checkout under test")
+    if (source.root / PYTHON_ONLY).is_file():
+        why = (source.root / PYTHON_ONLY).read_text().strip()
+        return LauncherChoice(ours, "ours", f"the checkout holds Dynamo's Python only ({why})")
     matrix = matrix_at(source.root)
     if matrix is not None:
         entries = matrix.of(profile.stack, profile.accelerator)

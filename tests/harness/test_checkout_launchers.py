@@ -244,3 +244,20 @@ def test_the_plan_hands_the_roles_the_familys_dtype() -> None:
 
     assert family_dtype("qwen3_5") == "bfloat16"
     assert family_dtype("qwen3_vl") == family_dtype(None) == "float32"
+
+
+def test_a_python_only_checkout_runs_our_launchers_and_says_so(tmp_path: Path) -> None:
+    """`validate patch` patches the installed Python into a tree with no launchers: its launches
+    run ours, and the choice says why (never silently)."""
+    from harness.cli.validate_patch import patched_checkout
+
+    if not (Path(__import__("sysconfig").get_paths()["purelib"]) / "dynamo" / "vllm").is_dir():
+        pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")
+    patch = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-encoder-dtype.patch"
+    root = patched_checkout(patch, tmp_path / "patched")
+    choice = spec(VLLM_E_PD, root).choice
+    assert choice.origin == "ours" and choice.missing is None
+    assert choice.script == REPO_ROOT / "launchers/vllm/disagg_multimodal_e_pd.sh"
+    assert "Python only (the installed ai-dynamo with dynamo-1.6.1-encoder-dtype.patch" in (
+        choice.why
+    )

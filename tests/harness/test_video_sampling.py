@@ -1,6 +1,7 @@
 """The reference's mirrors of each engine's video sampling follow the engine they mirror: SGLang's
 own `smart_nframes` / `smart_resize` (run in the CPU tier's SGLang venv) give the frames and
-sizes `decode_video_like_sglang` uses, over a spread of lengths, rates and sizes; and the decord
+sizes `decode_video_like_sglang` uses, over a spread of lengths, rates and sizes, on its agg path
+and on its E/PD encode server's (its own video defaults); and the decord
 stand-in SGLang decodes with gives the same frames as the reference's own OpenCV decode."""
 
 from __future__ import annotations
@@ -25,18 +26,23 @@ pytestmark = pytest.mark.skipif(
     not sglang_python().exists(), reason="no SGLang venv (scripts/bootstrap.sh builds it)"
 )
 
-VIDEOS = [(10, 5.0), (10, 10.0), (7, 3.0), (300, 30.0), (2000, 24.0), (3, 1.0)]
+VIDEOS = [(10, 5.0), (10, 10.0), (7, 3.0), (300, 30.0), (2000, 24.0), (3, 1.0), (20000, 5.0)]
 SIZES = [(240, 320, 4), (1080, 1920, 4), (64, 64, 8), (720, 1280, 100), (28, 2000, 4)]
 
 SGLANG_SIDE = """
-import json, sys
+import ast, inspect, json, sys
 import numpy as np
+from sglang.srt.disaggregation.encoder import preprocessor
 from sglang.srt.multimodal.processors import qwen_vl as q
 videos, sizes = json.loads(sys.argv[1])
-out = {"frames": [], "sizes": []}
+# the encode server's own video defaults, as its source sets them (video_defaults = {...})
+source = inspect.getsource(preprocessor)
+encoder = ast.literal_eval(source[source.index("video_defaults = ") + 17 :].split("\\n")[0])
+out = {"frames": [], "encode_frames": [], "sizes": [], "encoder": encoder}
 for total, fps in videos:
-    n = q.smart_nframes({}, total_frames=total, video_fps=fps)
-    out["frames"].append(np.unique(np.linspace(0, total - 1, num=n, dtype=np.int64)).tolist())
+    for key, config in (("frames", {}), ("encode_frames", dict(encoder))):
+        n = q.smart_nframes(config, total_frames=total, video_fps=fps)
+        out[key].append(np.unique(np.linspace(0, total - 1, num=n, dtype=np.int64)).tolist())
 for h, w, n in sizes:
     high = max(min(q.VIDEO_MAX_PIXELS, q.VIDEO_TOTAL_PIXELS / n * q.FRAME_FACTOR),
                int(q.VIDEO_MIN_PIXELS * 1.05))
@@ -57,6 +63,9 @@ def test_the_sglang_mirror_samples_and_sizes_as_sglang_does() -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     sglang = json.loads(run.stdout.strip().splitlines()[-1])
     assert [sglang_frame_indices(t, f) for t, f in VIDEOS] == sglang["frames"]
+    # the E/PD encode server's path (video_e_pd_qwen) samples with its own defaults, to the frame
+    assert sglang["encoder"] == {"fps": 2.0, "max_frames": 768, "min_frames": 4}
+    assert [sglang_frame_indices(t, f) for t, f in VIDEOS] == sglang["encode_frames"]
     assert [list(sglang_resized(h, w, n)) for h, w, n in SIZES] == sglang["sizes"]
 
 
