@@ -29,7 +29,9 @@ start=$SECONDS
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 \
   || { say "no Docker daemon answers; start one (sudo .ci/docker_setup.sh start)"; exit 2; }
 
-key=$(HARNESS_TIER=cpu "$root/scripts/bootstrap.sh" --key)
+# the vLLM venv's key and the SGLang venv's inputs (its lock and CPU stand-ins): either moves it
+key=$(HARNESS_TIER=cpu "$root/scripts/bootstrap.sh" --key)-$(cat "$root/requirements/cpu-sglang.lock" \
+  "$root"/scripts/sglang_cpu/*.py "$root"/scripts/sglang_cpu/*/*.py | sha256sum | cut -c1-8)
 venv_image=serve-harness/cpu-venv:$key
 
 build_debian_base() {
@@ -67,8 +69,11 @@ fill_wheelhouse() {
   [[ -f $house/.complete-$key ]] && return
   say "downloading the lock's wheels into $house"
   mkdir -p "$house"
-  "$python" -m pip download -q --no-deps -d "$house" -r "$root/requirements/cpu.lock" pip==25.3 \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  local lock  # one download per lock: the two venvs pin different versions of shared packages
+  for lock in cpu.lock cpu-sglang.lock; do
+    "$python" -m pip download -q --no-deps -d "$house" -r "$root/requirements/$lock" pip==25.3 \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  done
   touch "$house/.complete-$key"
 }
 

@@ -6,5 +6,4 @@ FROM ${VENV_IMAGE}
 LABEL serve-harness.image=cpu
 COPY . /workspace
 ENV PATH=/workspace/.venv/bin:$PATH \
-    HARNESS_TIER=cpu \
-    HARNESS_SGLANG_CPU=0
+    HARNESS_TIER=cpu

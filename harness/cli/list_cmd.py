@@ -214,7 +214,8 @@ def render_gate(rows: list[dict[str, Any]], cadence: str, tiers: tuple[Tier, ...
         gate = [t for t in upstream_tests() if t.cadence == cadence]
         run, why = [], []
         for test in gate:
-            here = test.here or test.id
+            # an id of another accelerator's file is carried only where it names our id for it
+            here = test.here or (test.id if test.accelerator == "cuda" else "")
             row = ours.get(here)
             stack = test.stack.removeprefix("dynamo-")
             stack += "" if test.accelerator == "cuda" else f" {test.accelerator}"

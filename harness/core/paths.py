@@ -53,5 +53,5 @@ def sglang_python() -> Path:
 
 
 def sglang_venv_left_out() -> bool:
-    """HARNESS_SGLANG_CPU=0: bootstrap builds no SGLang venv (as in the CPU serving image)."""
+    """HARNESS_SGLANG_CPU=0: bootstrap builds no SGLang venv (the SGLang cases then skip)."""
     return os.environ.get("HARNESS_SGLANG_CPU") == "0"

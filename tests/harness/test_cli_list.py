@@ -182,6 +182,7 @@ def test_the_pre_merge_gate_lists_what_runs_and_why_the_rest_does_not(
     total, run, not_run = map(int, re.findall(r"\d+", gate.splitlines()[0]))
     assert total == run + not_run and run >= 5
     assert "  run: mm_agg_router_qwen3.5-0.8b\n" in gate
+    assert gate.count("  run: mm_agg_gemma4-e2b-it\n") == 1  # not again for XPU's file
     assert "  run: mm_agg_gemma4-e2b-it\n" in gate
     assert "  mm_agg_gemma4-e2b-it_uuid_passthrough [vllm]: not yet carried: its payload" in gate
     assert "  video_e_pd_qwen [sglang]: skipped on the cpu tier: " in gate

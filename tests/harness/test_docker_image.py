@@ -28,6 +28,7 @@ EPD = "launchers/vllm/disagg_multimodal_epd.sh"
 HEALTH_LINE = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
 AGG_CASE = "tests/serve/test_serve.py::test_serve[mm_agg_qwen3-vl-2b]"
 EPD_CASE = "mm_epd_llava-1.5-7b"  # an E/P/D id judged on its own: one launch per run
+SGLANG_ID = "mm_sglang_pd_qwen3-vl-2b"  # upstream's SGLang pre_merge P/D id, judged on its own
 
 
 CLIENT, SKIP_REASON = client_with_image(IMAGE, "run docker/build-cpu-image.sh")
@@ -139,6 +140,23 @@ def test_ctrl_c_leaves_no_container_process_or_port(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
     assert_nothing_left(proc, ports, containers)
+
+
+def test_the_image_serves_the_sglang_stack_too(tmp_path: Path) -> None:
+    """The image carries the SGLang venv beside vLLM's: upstream's SGLang pre_merge ids run and
+    are judged inside it, with nothing left behind."""
+    results = tmp_path / "results"
+    proc = psutil.Popen(
+        [sys.executable, "-m", "harness", "docker", "--image", IMAGE, "--results-dir",
+         str(results), "--", f"tests/serve/test_serve.py::test_serve[{SGLANG_ID}]"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    records = [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines()]
+    assert [(r["test_id"], r["outcome"]) for r in records] == [(SGLANG_ID, "passed")], records
+    assert any(p.name == "decode.log" for p in results.rglob("*.log"))
+    assert_nothing_left(proc, set())
 
 
 def test_validate_names_the_missing_encode_health_and_passes_the_shipped_launcher(
