@@ -18,13 +18,11 @@ from harness.core.precision import family_dtype
 from harness.tiny_models import save_random_checkpoint
 from harness.tiny_models.qwen3_vl import (
     INIT_STD,
-    MERGE,
-    PATCH,
-    TEMPORAL,
     TOKEN_ID,
     generation,
     media_ids,
     processor,
+    vision_tower,
 )
 
 # The GDN CPU kernels take key/value head dims of 64 or 128 only (vLLM 0.31,
@@ -64,18 +62,7 @@ def config(vocab_size: int) -> Qwen3_5Config:
         "eos_token_id": TOKEN_ID["<|im_end|>"],
         "initializer_range": INIT_STD,
     }
-    vision = {
-        "depth": 2,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_heads": 2,
-        "out_hidden_size": 128,
-        "patch_size": PATCH,
-        "spatial_merge_size": MERGE,
-        "temporal_patch_size": TEMPORAL,
-        "num_position_embeddings": 64,
-        "initializer_range": INIT_STD,
-    }
+    vision = vision_tower()
     # Untied: vLLM 0.31's Qwen3.5 reads tie_word_embeddings from the text config (False by
     # default there), so a checkpoint tied at the top level loads with an uninitialised lm_head
     # (every log-probability NaN, measured 2026-12-05); untied, the head is saved and loaded.

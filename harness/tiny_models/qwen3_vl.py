@@ -55,6 +55,22 @@ HEAD_DIM = 32
 INIT_STD = 0.4
 
 
+def vision_tower() -> dict[str, object]:
+    """The tiny vision tower Qwen3-VL and Qwen3.5 share (Qwen3-VL adds its deepstack taps)."""
+    return {
+        "depth": 2,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_heads": 2,
+        "out_hidden_size": 128,  # the language model's width
+        "patch_size": PATCH,
+        "spatial_merge_size": MERGE,
+        "temporal_patch_size": TEMPORAL,
+        "num_position_embeddings": 64,
+        "initializer_range": INIT_STD,
+    }
+
+
 def config(vocab_size: int) -> Qwen3VLConfig:
     text = {
         "vocab_size": vocab_size,
@@ -75,19 +91,7 @@ def config(vocab_size: int) -> Qwen3VLConfig:
         "eos_token_id": TOKEN_ID["<|im_end|>"],
         "initializer_range": INIT_STD,
     }
-    vision = {
-        "depth": 2,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_heads": 2,
-        "out_hidden_size": 128,
-        "patch_size": PATCH,
-        "spatial_merge_size": MERGE,
-        "temporal_patch_size": TEMPORAL,
-        "num_position_embeddings": 64,
-        "deepstack_visual_indexes": [1],
-        "initializer_range": INIT_STD,
-    }
+    vision = {**vision_tower(), "deepstack_visual_indexes": [1]}
     return Qwen3VLConfig(
         text_config=text,
         vision_config=vision,
