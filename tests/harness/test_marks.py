@@ -39,9 +39,10 @@ def test_gpu_marks_name_hardware_and_cpu_skips_name_the_reason() -> None:
         "needs 3 GPU(s) (13.9 GiB, 18.5 GiB, 18.5 GiB); 0 visible"
     )
     assert names["vram_gib"].args == (18.53,)  # its largest per-GPU share
-    video = next(sc for sc in all_cases("cpu") if sc.test_id == "video_e_pd_qwen")
+    fd = "mm_agg_video_qwen3-vl-2b_frontend_decoding"
+    video = next(sc for sc in all_cases("cpu") if sc.test_id == fd)
     reason = {m.mark.name: m.mark for m in marks_for(video, NO_GPU)}["skip"].kwargs["reason"]
-    assert reason.startswith("GPU tier only:") and "encode path's sampling" in reason
+    assert reason.startswith("GPU tier only:") and "media-ffmpeg" in reason
 
 
 def test_gpu_cases_of_a_stack_whose_engine_is_absent_are_skipped_with_the_fix() -> None:
