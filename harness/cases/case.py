@@ -105,8 +105,7 @@ class ServeCase:
             if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
                 if sglang_venv_left_out():
                     return (
-                        "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here "
-                        "(the CPU serving image leaves it out)"
+                        "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here"
                     )
                 return (
                     f"the CPU tier's SGLang venv is not installed ({sglang_python()}): run "
