@@ -104,9 +104,7 @@ class ServeCase:
                 return XPU_CPU_SKIP
             if self.profile.stack == "dynamo-sglang" and not sglang_python().exists():
                 if sglang_venv_left_out():
-                    return (
-                        "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here"
-                    )
+                    return "HARNESS_SGLANG_CPU=0: the CPU tier's SGLang venv is not built here"
                 return (
                     f"the CPU tier's SGLang venv is not installed ({sglang_python()}): run "
                     "scripts/bootstrap.sh (HARNESS_SGLANG_CPU=0 skips building it)"
