@@ -46,6 +46,12 @@ ROLE_SITE = Path(__file__).parent / "role_site"
 RUNTIME = "ai-dynamo-runtime"
 
 
+# A tree that carries Dynamo's Python and no launchers says so in this file, with why
+# (harness/topology/dynamo_patch.py writes it into the checkout it patches): its launches run
+# ours (launch_spec.choose_launcher), and say so.
+PYTHON_ONLY = ".serve-harness-python-only"
+
+
 class DynamoSourceError(ValueError):
     """A checkout that cannot be the system under test; the message says which file and why."""
 

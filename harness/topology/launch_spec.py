@@ -23,7 +23,7 @@ from harness.core.paths import REPO_ROOT
 from harness.profiles import Budget, CaseSpec, GpuTierSpec, ModelSpec, Profile, RoleSpec, Tier
 from harness.profiles.checkout_matrix import MatrixEntry, matrix_at
 from harness.profiles.upstream import upstream_tests
-from harness.topology.dynamo_src import DynamoSource
+from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
 
 
 @dataclass(frozen=True)
@@ -163,11 +163,6 @@ def stack_words(profile: Profile) -> str:
     stack = {"dynamo-vllm": "vLLM", "dynamo-sglang": "SGLang"}.get(profile.stack, profile.stack)
     xpu = " on XPU" if profile.accelerator == "xpu" else ""
     return f"{stack} {profile.topology}{xpu}"
-
-
-# A tree that carries Dynamo's Python and no launchers says so in this file, with why (`validate
-# patch` writes it into the checkout it patches): its launches run ours, and say so.
-PYTHON_ONLY = ".serve-harness-python-only"
 
 
 def choose_launcher(

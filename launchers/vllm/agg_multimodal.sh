@@ -13,6 +13,6 @@ MEM=(--gpu-memory-utilization 0.85)
 
 DYN_SYSTEM_PORT=$(port DYN_SYSTEM_PORT1 8081) CUDA_VISIBLE_DEVICES=$(gpu_for 0) \
   start_role worker python3 -m dynamo.vllm --model "$MODEL" --enable-multimodal "${MEM[@]}" \
-  "${FRONTEND_DECODING[@]}" "${WORKER_ARGS[@]}"
+  "${FRONTEND_DECODING[@]}" "${MM_EMBEDDING_CACHE[@]}" "${WORKER_ARGS[@]}"
 
 wait_any_exit

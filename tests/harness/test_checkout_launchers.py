@@ -249,7 +249,7 @@ def test_the_plan_hands_the_roles_the_familys_dtype() -> None:
 def test_a_python_only_checkout_runs_our_launchers_and_says_so(tmp_path: Path) -> None:
     """`validate patch` patches the installed Python into a tree with no launchers: its launches
     run ours, and the choice says why (never silently)."""
-    from harness.cli.validate_patch import patched_checkout
+    from harness.topology.dynamo_patch import patched_checkout
 
     if not (Path(__import__("sysconfig").get_paths()["purelib"]) / "dynamo" / "vllm").is_dir():
         pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")

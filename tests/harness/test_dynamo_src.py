@@ -14,10 +14,11 @@ from typing import Any, cast
 
 import pytest
 
-from harness.cli.validate_patch import PatchError, defect_ids, patched_checkout, touched_files
+from harness.cli.validate_patch import defect_ids
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import Tier, load_profiles
+from harness.topology.dynamo_patch import PatchError, patched_checkout, touched_files
 from harness.topology.dynamo_src import (
     ROLE_SITE,
     DynamoSource,

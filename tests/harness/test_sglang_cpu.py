@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.validate_patch import patched_checkout
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
+from harness.topology.dynamo_patch import patched_checkout
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes

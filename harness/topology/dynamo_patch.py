@@ -1,0 +1,54 @@
+"""The installed ai-dynamo with a patch applied, laid out as a Dynamo checkout holding only its
+Python (`.serve-harness-python-only`, so its launches run our launchers and say so): what
+`validate patch` runs side B on, and what the defect proofs of docs/upstream-defects.md put in
+front of the installed package. Nothing installed is modified."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from harness.topology.dynamo_src import PYTHON_ONLY
+
+TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
+
+
+class PatchError(ValueError):
+    """A patch that cannot make a checkout; the message names the file and why."""
+
+
+def touched_files(patch: Path) -> list[str]:
+    """The site-packages paths the patch changes, e.g. dynamo/vllm/multimodal_utils/model.py."""
+    files = TOUCHED.findall(patch.read_text())
+    if not files:
+        raise PatchError(
+            f"{patch}: no '+++ b/dynamo/…' file in it (paths relative to "
+            "site-packages, as `diff -ru` from there writes them)"
+        )
+    return files
+
+
+def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Path:
+    """`out_dir`, laid out like a Dynamo checkout holding the patched packages."""
+    site = site or Path(sysconfig.get_paths()["purelib"])
+    src = out_dir / "components" / "src"
+    for package in sorted({"/".join(f.split("/")[:2]) for f in touched_files(patch)}):
+        installed = site / package
+        if not installed.is_dir():
+            raise PatchError(f"{patch}: touches {package}, which {site} does not hold")
+        shutil.copytree(installed, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (out_dir / PYTHON_ONLY).write_text(f"the installed ai-dynamo with {patch.name} applied\n")
+    done = subprocess.run(
+        ["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i", str(patch.resolve())],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise PatchError(
+            f"{patch}: does not apply to the installed ai-dynamo: "
+            f"{(done.stdout + done.stderr).strip()[-400:]}"
+        )
+    return out_dir
