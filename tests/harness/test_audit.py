@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import sys
@@ -323,3 +324,26 @@ def test_an_sglang_multimodal_worker_that_never_registers_is_named(tmp_path: Pat
     [finding] = check_sglang_registration(broken)
     assert finding.role == "the PD / decode worker (--dedicated-mm-encoder)"
     assert "init_multimodal_worker never calls register_model_with_readiness_gate" in finding.what
+
+
+def test_our_agg_launcher_hands_its_worker_the_embedding_cache_and_worker_args(
+    tmp_path: Path,
+) -> None:
+    """As upstream's agg_multimodal.sh forwards its EXTRA_ARGS: the embedding-cache capacity and
+    any other argument reach the worker (dry run through the role adapter, nothing started)."""
+    from harness.audit.capture import plan_for, run_launcher
+    from harness.profiles import load_profile
+
+    profile = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml", REPO_ROOT)
+    extra = [
+        "--multimodal-embedding-cache-capacity-gb",
+        "1",
+        "--limit-mm-per-prompt",
+        '{"image": 1}',
+    ]
+    case = profile.cases[0].model_copy(update={"launcher_args": extra})
+    capture = run_launcher(plan_for(profile, "cpu", case, tmp_path, REPO_ROOT), tmp_path)
+    argv = capture.roles["worker"].argv
+    flags = dict(itertools.pairwise(argv))
+    assert flags["--multimodal-embedding-cache-capacity-gb"] == "1", argv
+    assert flags["--limit-mm-per-prompt"] == '{"image": 1}', argv
