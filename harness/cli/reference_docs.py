@@ -55,36 +55,30 @@ def cli_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_page(title: str, intro: list[str], columns: list[str]) -> list[str]:
+    """A generated page's head: its title, the generated-by line, its intro, a table's header."""
+    header = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return [f"# {title}", "", GENERATED, "", *intro, "", *header]
+
+
 def causes_page() -> str:
-    lines = [
-        "# Failure causes",
-        "",
-        GENERATED,
-        "",
+    intro = [
         "Every failed case carries exactly one cause (the results' `cause` field), a one-line",
         "message and its evidence (phase, elapsed, each role's last health body, the failing",
         "role's log tail, the health timeline).",
-        "",
-        "| cause | means |",
-        "|---|---|",
     ]
+    lines = table_page("Failure causes", intro, ["cause", "means"])
     lines += [f"| `{cause.value}` | {CAUSE_MEANS[cause]} |" for cause in Cause]
     return "\n".join(lines) + "\n"
 
 
 def results_page() -> str:
-    lines = [
-        "# results.jsonl",
-        "",
-        GENERATED,
-        "",
+    intro = [
         "One JSON object per case, one line each, in `runs/results.jsonl` (`--results`). A",
         "reader refuses a line that lacks a required field or gives it another type",
         "(`serve-harness report` names file:line and field).",
-        "",
-        "| field | type | required | means |",
-        "|---|---|---|---|",
     ]
+    lines = table_page("results.jsonl", intro, ["field", "type", "required", "means"])
     lines += [
         f"| `{f.name}` | `{f.json_type.replace('|', chr(92) + '|')}` | "
         f"{'yes' if f.required else ''} | {f.means} |"
