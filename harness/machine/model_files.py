@@ -3,7 +3,6 @@ model (GPU), downloaded once under a file lock where allowed."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -22,18 +21,6 @@ def model_for(model: ModelSpec, tier: Tier) -> str:
         assert model.cpu is not None
         return str(build_tiny_model(model.cpu))
     return ensure_cached(model.gpu)
-
-
-def checkpoint_dtype(model_dir: Path | str) -> str:
-    """The dtype a checkpoint was saved in, from its config.json (transformers 5 writes `dtype`,
-    4 `torch_dtype`): the one every computation of a tiny model runs in on the CPU tier
-    (harness/tiny_models FAMILY_DTYPE). Example: "bfloat16"."""
-    path = Path(model_dir) / "config.json"
-    config = json.loads(path.read_text())
-    found = config.get("dtype") or config.get("torch_dtype")
-    if not isinstance(found, str):
-        raise ValueError(f"{path}: no dtype field (dtype or torch_dtype)")
-    return found
 
 
 def ensure_cached(repo_id: str) -> str:

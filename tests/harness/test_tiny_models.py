@@ -177,7 +177,6 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
     profiles are written for (for the 512x512 square: 16 for Qwen3-VL, 324 for Qwen2-VL and
     Qwen2.5-VL at their real pixel bounds, 64 for LLaVA)."""
     from harness.core.precision import family_dtype
-    from harness.machine.model_files import checkpoint_dtype
     from harness.oracles.reference import processor_counts, reference_answer
     from harness.payloads.media import build_media
 
@@ -194,7 +193,7 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
         return next(f for f in files.values() if url.endswith(f.name)).read_bytes()
 
     d = model_dirs[family]
-    dtype = checkpoint_dtype(d)
+    dtype = json.loads((d / "config.json").read_text())["dtype"]  # as transformers saved it
     assert dtype == family_dtype(family)  # saved in the family's precision (core/precision.py)
     answers = {c: reference_answer(d, body(c), fetch, dtype) for c in files}
     assert answers["green"] != answers["red"], answers
