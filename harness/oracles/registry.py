@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 import requests
 
-from harness.core.precision import DEFAULT_DTYPE
 from harness.core.registered import Registered
 from harness.core.verdict import Cause
 from harness.oracles.answer import Answer, BusySends, CaseRun, CaseScope, Scope, content_of
@@ -346,7 +345,7 @@ class LogProbs(Answered):
     def label(self, scope: Scope) -> str:
         precision = scope.precision
         within = f"logprobs within {precision.logprob_tolerance:g} of the model's own"
-        if precision.dtype == DEFAULT_DTYPE:
+        if not precision.near_ties:
             return f"{within}, top-{TOP_LOGPROBS}"
         return f"{within} (both {precision.dtype}, near-ties allowed), top-{TOP_LOGPROBS}"
 
