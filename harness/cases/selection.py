@@ -180,22 +180,29 @@ def given(sc: ServeCase) -> set[Key]:
     }
 
 
+def provides(sc: ServeCase, key: Key) -> bool:
+    """`sc` records the baseline `key` and is not itself judged against it."""
+    return key in given(sc) and key not in needed(sc)
+
+
 def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> list[ServeCase]:
     """The deselected cases that give a baseline some selected case needs and no selected case
-    of another launch gives (a baseline from the same launch does not count), transitively: a
-    pulled-in case brings its own baselines (E/P/D pulls in E/PD, which pulls in agg)."""
+    of another launch gives (a baseline from the same launch does not count, nor one from a case
+    that is itself judged against that baseline: an XPU agg case is compared with the CUDA agg
+    profile's answer, not with its XPU sibling's), transitively: a pulled-in case brings its own
+    baselines (E/P/D pulls in E/PD, which pulls in agg)."""
     pulled: list[ServeCase] = []
     consumers = list(selected)
     for consumer in consumers:  # grows as cases are pulled in
         for key in sorted(needed(consumer)):
             providers = [*selected, *pulled]
-            if any(key in given(p) and p.signature != consumer.signature for p in providers):
+            if any(provides(p, key) and p.signature != consumer.signature for p in providers):
                 continue
             match = next(
                 (
                     d
                     for d in deselected
-                    if key in given(d)
+                    if provides(d, key)
                     and d.signature != consumer.signature
                     and not d.skip_reason(None)
                 ),

@@ -29,6 +29,15 @@ def test_epd_selection_pulls_in_the_e_pd_and_agg_answers_it_compares_with() -> N
     assert pull_in(CASES, []) == []  # a full selection already holds every baseline
 
 
+def test_a_sibling_judged_against_the_same_baseline_does_not_give_it() -> None:
+    """The XPU agg cases are compared with the CUDA agg profile's answers (`same_as: agg`); their
+    frontend-decoding siblings record agg-keyed answers too, but are judged against the same
+    baseline, so the CUDA agg case is pulled in (seen missing under --dynamo-src, 2026-12-05)."""
+    xpu = [sc for sc in CASES if sc.test_id.startswith("mm_xpu_agg_qwen3-vl-2b")]
+    rest = [sc for sc in CASES if sc not in xpu]
+    assert "mm_agg_qwen3-vl-2b" in [sc.test_id for sc in pull_in(xpu, rest)]
+
+
 def test_a_baseline_from_the_same_launch_does_not_count() -> None:
     """E/PD's frontend-decoding case is judged against the plain E/PD launch, never itself."""
     fd = next(sc for sc in CASES if sc.test_id == "mm_e_pd_qwen3-vl-2b_b64_frontend_decoding")
