@@ -72,6 +72,13 @@ class Scope:
         return encoder and any(kind in IMAGE_KINDS for kind in self.request.media)
 
     @property
+    def encoder_role(self) -> str | None:
+        """The encode worker's role name, where the topology has one."""
+        return next(
+            (r.name for r in self.profile.worker_roles if r.discovery_component == "encode"), None
+        )
+
+    @property
     def kv_handoff(self) -> bool:
         """A prefill worker computes the prompt and a decode worker imports its KV (P/D, E/P/D)."""
         return any(r.discovery_component == "prefill" for r in self.profile.worker_roles)

@@ -44,6 +44,7 @@ class OracleResult:
     # what it measured, for the results (e.g. {"logprob_gap": 2.9e-05}); the judge carries it
     figures: dict[str, float] = field(default_factory=dict)
     cause: Cause | None = None  # why it failed, where not the oracle's own cause
+    role: str | None = None  # the role it found at fault, where it can name one
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:

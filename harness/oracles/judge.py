@@ -140,7 +140,7 @@ class CaseJudge:
     @staticmethod
     def must(result: OracleResult, prefix: str = "", cause: Cause = Cause.WRONG_ANSWER) -> str:
         if not result.passed:
-            raise fail(cause, prefix + result.detail)
+            raise fail(cause, prefix + result.detail, result.role)
         return prefix + result.detail
 
     def explained(
@@ -168,5 +168,5 @@ class CaseJudge:
         return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)
 
 
-def fail(cause: Cause, message: str) -> TopologyFailure:
-    return TopologyFailure(cause, message, Evidence(phase="request"))
+def fail(cause: Cause, message: str, role: str | None = None) -> TopologyFailure:
+    return TopologyFailure(cause, message, Evidence(phase="request", role=role))

@@ -407,6 +407,7 @@ class EncoderOutput(Answered):
                 own <= tolerance,
                 f"encoder rows: relative RMS {own_text} from the model's own features "
                 f"(tolerance {tolerance:g})",
+                role=answer.scope.encoder_role,
             )
         recipe = defect.encoder
         tolerance = ENCODER_TOLERANCE[recipe.dtype]

@@ -70,7 +70,7 @@ def check_path(
     after: Mapping[str, float | None],
 ) -> OracleResult:
     """Each role's counter moved by exactly what the path expects."""
-    problems, seen = [], []
+    problems, seen, at_fault = [], [], []
     for key, want in expected.items():
         roles = key.split(GROUP)
         starts, ends = [before.get(r) for r in roles], [after.get(r) for r in roles]
@@ -84,12 +84,13 @@ def check_path(
         if moved != want:
             verb = "served" if moved else "did not serve"
             who = f"role '{key}'" if len(roles) == 1 else f"roles '{key}' together"
+            at_fault += roles if len(roles) == 1 else []
             problems.append(
                 f"{who} {verb} it: dynamo_component_requests_total"
                 f'{{dynamo_endpoint="generate"}} {start:g} -> {end:g}, expected +{want}'
             )
     if problems:
-        return OracleResult(False, "; ".join(problems))
+        return OracleResult(False, "; ".join(problems), role=next(iter(at_fault), None))
     return OracleResult(True, f"path {', '.join(seen)}")
 
 

@@ -31,16 +31,27 @@ def touched_files(patch: Path) -> list[str]:
     return files
 
 
-def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Path:
-    """`out_dir`, laid out like a Dynamo checkout holding the patched packages."""
+def installed_checkout(files: list[str], out_dir: Path, why: str, site: Path | None = None) -> Path:
+    """`out_dir`, laid out like a Dynamo checkout holding the installed packages that `files`
+    (site-packages paths, dynamo/<package>/…) lie in, and saying `why` in its PYTHON_ONLY file.
+    Raises PatchError naming a package `site` does not hold."""
     site = site or Path(sysconfig.get_paths()["purelib"])
     src = out_dir / "components" / "src"
-    for package in sorted({"/".join(f.split("/")[:2]) for f in touched_files(patch)}):
+    (src / "dynamo").mkdir(parents=True, exist_ok=True)
+    for package in sorted({"/".join(f.split("/")[:2]) for f in files}):
         installed = site / package
         if not installed.is_dir():
-            raise PatchError(f"{patch}: touches {package}, which {site} does not hold")
+            raise PatchError(f"{why}: needs {package}, which {site} does not hold")
         shutil.copytree(installed, src / package, ignore=shutil.ignore_patterns("__pycache__"))
-    (out_dir / PYTHON_ONLY).write_text(f"the installed ai-dynamo with {patch.name} applied\n")
+    (out_dir / PYTHON_ONLY).write_text(why + "\n")
+    return out_dir
+
+
+def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Path:
+    """`out_dir`, laid out like a Dynamo checkout holding the patched packages."""
+    why = f"the installed ai-dynamo with {patch.name} applied"
+    installed_checkout(touched_files(patch), out_dir, why, site)
+    src = out_dir / "components" / "src"
     done = subprocess.run(
         ["patch", "-p1", "--batch", "--forward", "-d", str(src), "-i", str(patch.resolve())],
         capture_output=True,

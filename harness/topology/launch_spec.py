@@ -175,6 +175,11 @@ def choose_launcher(
         return LauncherChoice(ours, "ours", "no Dynamo checkout under test")
     if (source.root / PYTHON_ONLY).is_file():
         why = (source.root / PYTHON_ONLY).read_text().strip()
+        copy = source.root / ours.relative_to(REPO_ROOT)
+        if copy.is_file():  # a tree that carries its own copy of ours (`mutate` builds one)
+            return LauncherChoice(
+                copy, "ours", f"the tree's copy of ours ({why})", checkout=source.root
+            )
         return LauncherChoice(ours, "ours", f"the checkout holds Dynamo's Python only ({why})")
     matrix = matrix_at(source.root)
     if matrix is not None:

@@ -326,7 +326,7 @@ def resolve(
         env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
     env.update(adapter_env(launch, model, env, ports))
     launcher, args = launch.script, list(launch.args)
-    if launcher != launch.launcher:  # the checkout's own
+    if launch.choice.origin == "checkout":  # the checkout's own, run under our contract
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
     role_names = {r.name for r in launch.roles}  # wide_ports naming neither: the audit says so
     return LaunchPlan(

@@ -16,7 +16,18 @@ import harness.cli
 from harness.cli.main import EXIT_CODES, build_parser, main, subcommand_modules
 
 # Today's order in `serve-harness --help`: the order one reaches for them.
-COMMANDS = ["check", "list", "up", "audit", "affected", "report", "docker", "validate", "bisect"]
+COMMANDS = [
+    "check",
+    "list",
+    "up",
+    "audit",
+    "affected",
+    "report",
+    "docker",
+    "validate",
+    "bisect",
+    "mutate",
+]
 VALIDATE_MODES = ["patch", "checkout", "image"]
 
 
