@@ -33,6 +33,7 @@ from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import plan_memory
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
+from harness.oracles.boundary import names_before
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
@@ -221,6 +222,7 @@ def judge_requests(
         before = topo.role_counters()
         routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
         frontend_before = topo.frontend_tally() if request.image_token_metrics or routed else None
+        crossed_before = names_before(tap_dir(topo))
         try:
             resp = topo.post_chat(body)
         except TopologyFailure as failure:
@@ -245,6 +247,7 @@ def judge_requests(
             path=path,
             sent=declared_requests(scope, urls, topo),
             tap_dir=tap_dir(topo),
+            crossed_before=crossed_before,
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
         )
         if resp.status_code == 200:

@@ -37,6 +37,7 @@ from harness.profiles.upstream import (
     upstream_tests,
 )
 from harness.profiles.upstream_checkout import UnreadableCheckout, read_checkout
+from harness.topology.mutation import CATALOGUE, Fault, load_catalogue
 
 ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 
@@ -255,6 +256,14 @@ def render_shard(args: argparse.Namespace) -> str:
 
 
 @reports_user_errors
+def render_blind_faults(faults: list[Fault]) -> str:
+    """The catalogue's faults the CPU tier cannot see (`mutate`), each with why."""
+    blind = [f for f in faults if f.blind]
+    lines = [f"Faults the CPU tier cannot see ({CATALOGUE.name}, `mutate`): {len(blind)}"]
+    lines += [f"  {f.name}: {f.blind}" for f in blind]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.shard:
         print(render_shard(args))
@@ -285,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
         print(render_text(rows))
         if "cpu" in tiers:
             print(render_precisions(profiles))
+            print(render_blind_faults(load_catalogue()))
         if args.cadence:
             print(render_gate(rows, args.cadence, tiers))
         else:

@@ -110,6 +110,8 @@ class Answer:
     logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
     # where the encode worker's vision model's rows were tapped (CPU tier; None: not seen)
     tap_dir: Path | None = None
+    # the rows' files that had crossed a boundary before this request (oracles/boundary.py)
+    crossed_before: frozenset[str] | None = None
     # how the frontend's image-token histogram moved over the request (None: not observed)
     image_tokens: ImageTokenTally | None = None
 

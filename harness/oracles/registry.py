@@ -22,6 +22,7 @@ import requests
 from harness.core.registered import Registered
 from harness.core.verdict import Cause
 from harness.oracles.answer import Answer, BusySends, CaseRun, CaseScope, Scope, content_of
+from harness.oracles.boundary import check_boundaries
 from harness.oracles.checks import (
     KeywordOracle,
     MediaRelation,
@@ -434,6 +435,30 @@ class EncoderOutput(Answered):
             f"(relative RMS {gap_text}, tolerance {tolerance:g}); the model's own features "
             f"differ by {own_text}: the defect holds",
         )
+
+
+class RowsAcrossRoles(Answered):
+    """CPU: the encoder's rows cross every process boundary unchanged, byte for byte: sent as
+    the vision model computed them, received as sent, handed to the engine as received
+    (boundary.py). Any corruption between two roles is caught and names the role."""
+
+    name = "rows across roles"
+    order = 56
+    tier = "cpu"
+    flow = FLOW_ENCODER
+
+    def applies(self, scope: Scope) -> bool:
+        return (
+            super().applies(scope) and scope.encoder_role is not None and bool(scope.request.media)
+        )
+
+    def label(self, scope: Scope) -> str:
+        return "rows cross the roles unchanged, byte for byte"
+
+    def check(self, answer: Answer) -> OracleResult:
+        if answer.tap_dir is None or answer.crossed_before is None:
+            return OracleResult(True, "rows across roles: not tapped", False)
+        return check_boundaries(answer.tap_dir, answer.crossed_before)
 
 
 class RowsLogProbs(Answered):

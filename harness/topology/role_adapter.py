@@ -37,6 +37,7 @@ from pathlib import Path
 
 REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"
 ROLE_ENV = "HARNESS_ROLE"  # set by our launchers' start_role; a checkout's roles are found by port
+TAPPED_ROLE_ENV = "HARNESS_TAPPED_ROLE"  # the role's name, for role_site's taps (not a role)
 ROLE_PORTS_ENV = "HARNESS_ROLE_PORTS"  # {"DYN_SYSTEM_PORT1": "encode", ...}
 LEASED_PORTS_ENV = "HARNESS_LEASED_PORTS"  # {"21301": "DYN_SYSTEM_PORT1", ...}: every leased port
 SYSTEM_PORT_ENV = "DYN_SYSTEM_PORT"
@@ -919,6 +920,8 @@ def main() -> None:
     # the role's own processes are no roles: a `python3` they start runs as is
     env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}
     env.update(adapted.env)
+    if adapted.role is not None:  # what the role site's taps name their files by
+        env[TAPPED_ROLE_ENV] = adapted.role
     if adapted.role is not None:
         record = {
             "role": adapted.role,

@@ -10,7 +10,14 @@ role computes:
   with it), written to $HARNESS_ENCODER_TAP/<key>.safetensors, the key the first 16 hex digits
   of the sha256 of the float32 pixel values it was given. The harness feeds these rows to the
   model's own language model (transformers) to judge every step after the encoder to the
-  number, and judges the encoder itself against them."""
+  number, and judges the encoder itself against them.
+- on the CPU tier too, the rows at each process boundary they cross unchanged by design
+  (`BoundaryTap`, under $HARNESS_ENCODER_TAP/boundary): what an encode worker hands to Dynamo's
+  embedding transfer (`send_embeddings`, any sender), what a worker receives from it
+  (`receive_embeddings`), and what a worker hands its engine (vLLM's `AsyncLLM.generate`
+  `multi_modal_data`, SGLang's `Engine.async_generate` precomputed embeddings). The harness
+  holds them equal bit for bit (oracles/boundary.py): any corruption between two of them, of
+  any size, names the role it happened in."""
 
 import importlib.machinery
 import json
@@ -97,10 +104,158 @@ class EncoderTap:
         os.replace(partial, target)
 
 
+class AfterImport:
+    """A meta-path finder that runs `then(module)` once the named module has run: how a tap is
+    put on a name before anything else imports it."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader: Any = spec.loader
+        run = loader.exec_module
+
+        def run_then(module: Any) -> None:
+            run(module)
+            try:
+                self.then(module)
+            except Exception as exc:  # an observer never breaks the role
+                print(f"harness boundary tap: not put on {name}: {exc!r}", file=sys.stderr)
+
+        loader.exec_module = run_then
+        return spec
+
+
+class BoundaryTap:
+    """Copies of the rows each role sends, receives and hands its engine, one file per tensor:
+    <kind>-<role>-<pid>-<n>.safetensors (kind: sent, received, consumed)."""
+
+    TRANSFER = "dynamo.common.multimodal.embedding_transfer"
+    VLLM_ENGINE = "vllm.v1.engine.async_llm"
+    SGLANG_ENGINE = "sglang.srt.entrypoints.engine"
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+        self.role = os.environ.get("HARNESS_TAPPED_ROLE", "role")  # the role adapter's
+        self.count = 0
+
+    def finders(self) -> list[AfterImport]:
+        return [
+            AfterImport(self.TRANSFER, self.on_transfer),
+            AfterImport(self.VLLM_ENGINE, self.on_vllm_engine),
+            AfterImport(self.SGLANG_ENGINE, self.on_sglang_engine),
+        ]
+
+    def save(self, kind: str, tensors: list[Any]) -> None:
+        from safetensors.torch import save_file
+
+        for tensor in tensors:
+            self.count += 1
+            name = f"{kind}-{self.role}-{os.getpid()}-{self.count}.safetensors"
+            target = os.path.join(self.out_dir, name)
+            save_file({"rows": tensor.detach().cpu().contiguous()}, target + ".partial")
+            os.replace(target + ".partial", target)
+
+    def keep(self, kind: str, tensors: list[Any]) -> None:
+        try:
+            self.save(kind, tensors)
+        except Exception as exc:
+            print(f"harness boundary tap: {kind} not recorded: {exc!r}", file=sys.stderr)
+
+    def on_transfer(self, module: Any) -> None:
+        for cls in vars(module).values():
+            if not isinstance(cls, type) or cls.__module__ != module.__name__:
+                continue
+            if "send_embeddings" in vars(cls):
+                cls.send_embeddings = self.sending(cls.send_embeddings)
+            if "receive_embeddings" in vars(cls):
+                cls.receive_embeddings = self.receiving(cls.receive_embeddings)
+
+    def sending(self, send: Callable[..., Any]) -> Callable[..., Any]:
+        import functools
+
+        @functools.wraps(send)
+        async def send_embeddings(this: Any, embeddings: Any, *args: Any, **kwargs: Any) -> Any:
+            self.keep("sent", [embeddings])
+            return await send(this, embeddings, *args, **kwargs)
+
+        return send_embeddings
+
+    def receiving(self, receive: Callable[..., Any]) -> Callable[..., Any]:
+        import functools
+
+        @functools.wraps(receive)
+        async def receive_embeddings(this: Any, *args: Any, **kwargs: Any) -> Any:
+            received = await receive(this, *args, **kwargs)
+            self.keep("received", [received[1]])
+            return received
+
+        return receive_embeddings
+
+    def on_vllm_engine(self, module: Any) -> None:
+        import functools
+
+        generate = module.AsyncLLM.generate
+
+        @functools.wraps(generate)
+        def tapped(this: Any, prompt: Any, *args: Any, **kwargs: Any) -> Any:
+            data = prompt.get("multi_modal_data") if isinstance(prompt, dict) else None
+            self.keep("consumed", embedding_tensors(data))
+            return generate(this, prompt, *args, **kwargs)
+
+        module.AsyncLLM.generate = tapped
+
+    def on_sglang_engine(self, module: Any) -> None:
+        import functools
+
+        generate = module.Engine.async_generate
+
+        @functools.wraps(generate)
+        def tapped(this: Any, *args: Any, **kwargs: Any) -> Any:
+            items = kwargs.get("image_data") or kwargs.get("video_data")
+            self.keep("consumed", embedding_tensors(items))
+            return generate(this, *args, **kwargs)
+
+        module.Engine.async_generate = tapped
+
+
+def embedding_tensors(data: Any) -> list[Any]:
+    """The embedding tensors in an engine's multimodal input: vLLM's `multi_modal_data`
+    (a tensor, or {"image_embeds": tensor, ...}, per modality) and SGLang's items
+    ({"precomputed_embeddings": tensor, ...}); media (images, frames) are not rows."""
+    found: list[Any] = []
+    if data is None:
+        return found
+    if type(data).__name__ == "Tensor" and getattr(data, "dim", lambda: 0)() >= 2:
+        return [data] if data.is_floating_point() else []
+    if isinstance(data, dict):
+        for key in ("image_embeds", "video_embeds", "precomputed_embeddings"):
+            if key in data:
+                return embedding_tensors(data[key])
+        if "format" in data or "modality" in data:
+            return found
+        for value in data.values():
+            found += embedding_tensors(value)
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            found += embedding_tensors(value)
+    return found
+
+
 _tap = os.environ.get("HARNESS_ENCODER_TAP")
 if _tap:
     os.makedirs(_tap, exist_ok=True)
     sys.meta_path.insert(0, EncoderTap(_tap))
+    _boundary = os.path.join(_tap, "boundary")
+    os.makedirs(_boundary, exist_ok=True)
+    sys.meta_path[:0] = BoundaryTap(_boundary).finders()
 
 _records = os.environ.get("HARNESS_IMPORT_RECORDS")
 if _records:
