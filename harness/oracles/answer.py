@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from harness.core.precision import Precision, family_dtype, precision_of
+from harness.oracles.boundary import first_encoded
 from harness.oracles.checks import OracleResult
 from harness.oracles.encoder_rows import reference_on_rows, tapped_rows
 from harness.oracles.reference import (
@@ -172,7 +173,10 @@ class Answer:
         inputs = self.inputs
         if self.tap_dir is None or inputs is None or "pixel_values" not in inputs:
             return None
-        return tapped_rows(self.tap_dir, inputs["pixel_values"])
+        rows = tapped_rows(self.tap_dir, inputs["pixel_values"])
+        if rows is None and self.crossed_before is not None:  # SGLang's: by order, not pixels
+            rows = first_encoded(self.tap_dir, self.crossed_before)
+        return rows
 
     @cached_property
     def rows_reference(self) -> Reference | None:

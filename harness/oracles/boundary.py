@@ -1,6 +1,7 @@
 """Rows that cross a process boundary unchanged by design, held equal bit for bit (CPU tier).
 
-An encode worker's rows travel: its vision model computes them (the encoder tap, vLLM), its
+An encode worker's rows travel: its vision model computes them (the encoder tap on vLLM, `mm_encode`
+on SGLang), its
 handler hands them to Dynamo's embedding transfer (`sent`), the PD or prefill worker takes them
 out of it (`received`) and hands them to its engine (`consumed`). Nothing on that way is meant
 to change a number: the transfer copies, the handlers place. So every row received must be a
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
 BOUNDARY_DIR = "boundary"
-SENT, RECEIVED, CONSUMED = "sent", "received", "consumed"
+ENCODED, SENT, RECEIVED, CONSUMED = "encoded", "sent", "received", "consumed"
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Tapped:
     def of(cls, path: Path) -> Tapped | None:
         kind, _, rest = path.stem.partition("-")
         role = rest.rsplit("-", 2)[0]
-        return cls(kind, role, path) if kind in (SENT, RECEIVED, CONSUMED) else None
+        return cls(kind, role, path) if kind in (ENCODED, SENT, RECEIVED, CONSUMED) else None
 
     def rows(self) -> torch.Tensor:
         """The tensor as rows: (rows, width)."""
@@ -97,8 +98,8 @@ def largest_gap(rows: torch.Tensor, among: list[torch.Tensor]) -> str:
 
 
 def vision_rows(tap_dir: Path) -> list[torch.Tensor]:
-    """Every batch of rows the encode worker's vision model computed (the encoder tap; none
-    where it is not tapped: SGLang)."""
+    """Every batch of rows vLLM's encode worker's vision model computed (the encoder tap);
+    SGLang's are tapped as kind `encoded`."""
     from safetensors.torch import load_file
 
     batches = [load_file(p)["rows"] for p in sorted(tap_dir.glob("*.safetensors"))]
@@ -115,7 +116,7 @@ def check_boundaries(tap_dir: Path, before: frozenset[str]) -> OracleResult:
     rows = {t.path: t.rows() for t in every}
     sent = [rows[t.path] for t in every if t.kind == SENT]
     received = [rows[t.path] for t in every if t.kind == RECEIVED]
-    vision = vision_rows(tap_dir)
+    vision = vision_rows(tap_dir) + [rows[t.path] for t in every if t.kind == ENCODED]
     stages = [
         (SENT, vision or None, "its vision model computed"),
         (RECEIVED, sent, "the encode worker sent"),
@@ -147,3 +148,14 @@ def check_boundaries(tap_dir: Path, before: frozenset[str]) -> OracleResult:
     return OracleResult(
         True, f"rows across roles: {', '.join(said)}, each as handed on, byte for byte"
     )
+
+
+def first_encoded(tap_dir: Path, before: frozenset[str]) -> torch.Tensor | None:
+    """The rows SGLang's encode worker's vision model computed first after `before`: the
+    request's own (the requests sent with it follow it), shape (1, rows, width)."""
+    new = [t for t in tapped(tap_dir) if t.kind == ENCODED and t.path.name not in before]
+    if not new:
+        return None
+    first = min(new, key=lambda t: int(t.path.stem.rsplit("-", 1)[1]))
+    rows = first.rows()
+    return rows.reshape(1, -1, rows.shape[-1])

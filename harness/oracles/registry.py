@@ -484,10 +484,12 @@ class RowsLogProbs(Answered):
     def check(self, answer: Answer) -> OracleResult:
         if answer.encoder_rows is None:
             return OracleResult(True, f"not judged numerically: {unseen_rows(answer)}", False)
-        reference = answer.rows_reference
         engine = engine_steps(answer.data, special_tokens(answer.model_dir))
+        reference = answer.rows_reference if engine is not None else None
         if reference is None or engine is None:
-            why = "no reference computable" if reference is None else "the answer carries none"
+            why = "no reference computable" if engine is not None else "the answer carries none"
+            if engine is None and answer.stack == "dynamo-sglang":
+                why = SGLANG_BLIND_SPOT
             return OracleResult(True, f"not judged numerically: {why}", False)
         precision = answer.precision
         verdict = compare_logprobs(
@@ -500,17 +502,15 @@ class RowsLogProbs(Answered):
 
 
 SGLANG_BLIND_SPOT = (
-    "SGLang's encode worker is not tapped and its multimodal worker returns no logprobs: "
-    "declared sglang-mm-logprobs"
+    "SGLang's multimodal worker returns no logprobs (declared sglang-mm-logprobs): its "
+    "encoder's rows are held to the model's own and, byte for byte, to what its engine is given"
 )
 
 
 def unseen_rows(answer: Answer) -> str:
-    if answer.scope.profile.stack == "dynamo-sglang":
-        return SGLANG_BLIND_SPOT
     if answer.tap_dir is None:
         return "no tap on this topology (a deployed target)"
-    return f"no rows recorded for this image's pixel values in {answer.tap_dir}"
+    return f"no rows recorded for this request's media in {answer.tap_dir}"
 
 
 def encoder_defect(request: RequestSpec) -> KnownDefect | None:

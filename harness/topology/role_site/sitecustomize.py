@@ -135,9 +135,11 @@ class AfterImport:
 
 class BoundaryTap:
     """Copies of the rows each role sends, receives and hands its engine, one file per tensor:
-    <kind>-<role>-<pid>-<n>.safetensors (kind: sent, received, consumed)."""
+    <kind>-<role>-<pid>-<n>.safetensors (kind: encoded (SGLang's vision model), sent,
+    received, consumed)."""
 
     TRANSFER = "dynamo.common.multimodal.embedding_transfer"
+    SGLANG_ENCODE = "dynamo.sglang._compat"
     VLLM_ENGINE = "vllm.v1.engine.async_llm"
     SGLANG_ENGINE = "sglang.srt.entrypoints.engine"
 
@@ -149,6 +151,7 @@ class BoundaryTap:
     def finders(self) -> list[AfterImport]:
         return [
             AfterImport(self.TRANSFER, self.on_transfer),
+            AfterImport(self.SGLANG_ENCODE, self.on_sglang_encode),
             AfterImport(self.VLLM_ENGINE, self.on_vllm_engine),
             AfterImport(self.SGLANG_ENGINE, self.on_sglang_engine),
         ]
@@ -198,6 +201,21 @@ class BoundaryTap:
             return received
 
         return receive_embeddings
+
+    def on_sglang_encode(self, module: Any) -> None:
+        """SGLang's encode worker's vision model (`mm_encode`, before the handler imports it):
+        what vLLM's encoder tap is to vLLM's, its rows as kind `encoded`."""
+        import functools
+
+        encode = module.mm_encode
+
+        @functools.wraps(encode)
+        async def mm_encode(*args: Any, **kwargs: Any) -> Any:
+            encoded = await encode(*args, **kwargs)
+            self.keep("encoded", [encoded[1]])
+            return encoded
+
+        module.mm_encode = mm_encode
 
     def on_vllm_engine(self, module: Any) -> None:
         import functools
