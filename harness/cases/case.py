@@ -160,7 +160,18 @@ class CaseRecord:
 def run_case(
     sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
 ) -> list[str]:
-    """Launch (or reuse) the topology, send every request, judge each answer."""
+    """Launch (or reuse) the topology, send every request, judge each answer. A failure is
+    recorded against the case's requests (others compare with their answers) and raised."""
+    try:
+        return judged_case(sc, pool, urls, judging, record)
+    except TopologyFailure as failure:
+        judging.failed(sc.requests, sc.tier, sc.profile, sc.test_id, failure.cause.value)
+        raise
+
+
+def judged_case(
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
+) -> list[str]:
     try:
         topo = pool.get(sc.launch_spec)
     except GpuUnavailable as unavailable:  # the machine changed since collection
