@@ -42,6 +42,7 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.topology.diagnoses import launcher_name
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import ENCODER_TAP_ENV
@@ -69,6 +70,7 @@ class ServeCase:
     profile: Profile
     case: CaseSpec
     tier: Tier
+    source: DynamoSource | None = None  # the Dynamo checkout under test (--dynamo-src)
 
     @property
     def test_id(self) -> str:
@@ -128,7 +130,7 @@ class ServeCase:
     @cached_property
     def launch_spec(self) -> LaunchSpec:
         """The launch this case runs on (a profile without this tier has none: ValueError)."""
-        return LaunchSpec.of(self.profile, self.tier, self.case)
+        return LaunchSpec.of(self.profile, self.tier, self.case, source=self.source)
 
     @property
     def signature(self) -> str | None:
