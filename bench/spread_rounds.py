@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 from harness.cases.case import declared_while_busy
 from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import CaseScope
-from harness.oracles.registry import Spread
+from harness.oracles.case_oracles import Spread
 from harness.profiles import load_profile
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology, launch

@@ -24,6 +24,7 @@ from pathlib import Path
 from harness.core.paths import marker_env
 from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import LaunchPlan, contract_of, resolve
 from harness.topology.role_adapter import DRY_ENV, REAL_PYTHON_ENV
@@ -118,11 +119,18 @@ def audit_model(profile: Profile, tier: Tier) -> str:
     return str(default_cache_dir() / f"{profile.model.cpu}-audit-placeholder")
 
 
-def plan_for(profile: Profile, tier: Tier, case: CaseSpec, work: Path, root: Path) -> LaunchPlan:
+def plan_for(
+    profile: Profile,
+    tier: Tier,
+    case: CaseSpec,
+    work: Path,
+    root: Path,
+    source: DynamoSource | None = None,
+) -> LaunchPlan:
     """GPU tier: with the GPUs and per-role memory a lease on idle cards of the profile's claimed
     size would hand the launcher (nothing is leased)."""
     base_env = {**os.environ, **simulated_gpu_env(profile)} if tier == "gpu" else None
-    launch = LaunchSpec.of(profile, tier, case, root)
+    launch = LaunchSpec.of(profile, tier, case, root, source)
     return resolve(
         launch,
         ports=fake_ports(launch, root),

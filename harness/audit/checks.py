@@ -120,9 +120,9 @@ REGISTRATION = re.compile(r"^register_(?:model|llm)_with_readiness_gate$")
 SOURCE = Path("dynamo") / "sglang" / "init_multimodal.py"
 
 
-def sglang_multimodal_source() -> Path | None:
-    """init_multimodal.py as the roles would import it (None: no dynamo.sglang here)."""
-    source = DynamoSource.from_env()
+def sglang_multimodal_source(source: DynamoSource | None = None) -> Path | None:
+    """init_multimodal.py as the roles would import it, from `source` (the checkout under test)
+    where it carries one, else the installed one (None: no dynamo.sglang here)."""
     if source is not None and (source.python_dir / SOURCE).is_file():
         return source.python_dir / SOURCE
     spec = importlib.util.find_spec("dynamo.sglang")
@@ -160,8 +160,7 @@ def _calls_registration(node: ast.AST) -> bool:
     return bool(REGISTRATION.match(name))
 
 
-def check_sglang_registration(source: Path | None = None) -> list[Finding]:
-    source = source or sglang_multimodal_source()
+def check_sglang_registration(source: Path | None) -> list[Finding]:
     if source is None:
         return []
     return [

@@ -20,10 +20,12 @@ from harness.audit.checks import (
     check_roles_started,
     check_sglang_registration,
     check_wide_ports,
+    sglang_multimodal_source,
 )
 from harness.audit.engine_flags import table
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
@@ -66,11 +68,13 @@ def adapter_rewrites(log_dir: Path) -> list[str]:
     return lines
 
 
-def audit_profile(profile: Profile, root: Path, result: AuditResult) -> None:
+def audit_profile(
+    profile: Profile, root: Path, result: AuditResult, source: DynamoSource | None = None
+) -> None:
     merged: dict[tuple[str, str, str, str], list[str]] = {}
     for tier, case in variants(profile):
         with tempfile.TemporaryDirectory(prefix="audit-") as tmp:
-            plan = plan_for(profile, tier, case, Path(tmp), root)
+            plan = plan_for(profile, tier, case, Path(tmp), root, source)
             cap = run_launcher(plan, Path(tmp))
             label = " ".join([tier, *plan.args])
             result.launches.append(f"{profile.name} [{label}]: roles {sorted(cap.roles)}")
@@ -106,15 +110,19 @@ def sglang_table_finding() -> Finding | None:
     return None
 
 
-def audit(paths: list[Path], root: Path = REPO_ROOT) -> AuditResult:
+def audit(
+    paths: list[Path], root: Path = REPO_ROOT, source: DynamoSource | None = None
+) -> AuditResult:
+    """`source`: the Dynamo checkout whose launchers and Python are audited (None: ours and the
+    installed ones)."""
     start = time.monotonic()
     result = AuditResult()
     profiles = [load_profile(p, root) for p in paths]
     for profile in profiles:
-        audit_profile(profile, root, result)
+        audit_profile(profile, root, result, source)
     if any(p.stack == "dynamo-sglang" for p in profiles):
         if stale := sglang_table_finding():
             result.findings.append(stale)
-        result.findings += check_sglang_registration()
+        result.findings += check_sglang_registration(sglang_multimodal_source(source))
     result.seconds = time.monotonic() - start
     return result

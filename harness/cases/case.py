@@ -42,6 +42,7 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.payloads.chat import MediaURLs, request_body
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.topology.diagnoses import launcher_name
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.plan import ENCODER_TAP_ENV
@@ -69,6 +70,7 @@ class ServeCase:
     profile: Profile
     case: CaseSpec
     tier: Tier
+    source: DynamoSource | None = None  # the Dynamo checkout under test (--dynamo-src)
 
     @property
     def test_id(self) -> str:
@@ -128,7 +130,7 @@ class ServeCase:
     @cached_property
     def launch_spec(self) -> LaunchSpec:
         """The launch this case runs on (a profile without this tier has none: ValueError)."""
-        return LaunchSpec.of(self.profile, self.tier, self.case)
+        return LaunchSpec.of(self.profile, self.tier, self.case, source=self.source)
 
     @property
     def signature(self) -> str | None:
@@ -160,7 +162,18 @@ class CaseRecord:
 def run_case(
     sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
 ) -> list[str]:
-    """Launch (or reuse) the topology, send every request, judge each answer."""
+    """Launch (or reuse) the topology, send every request, judge each answer. A failure is
+    recorded against the case's requests (others compare with their answers) and raised."""
+    try:
+        return judged_case(sc, pool, urls, judging, record)
+    except TopologyFailure as failure:
+        judging.failed(sc.requests, sc.tier, sc.profile, sc.test_id, failure.cause.value)
+        raise
+
+
+def judged_case(
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
+) -> list[str]:
     try:
         topo = pool.get(sc.launch_spec)
     except GpuUnavailable as unavailable:  # the machine changed since collection

@@ -5,12 +5,11 @@ finding."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named, reports_user_errors
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import DynamoSource
 
 ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
 
@@ -57,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from harness.audit.engine_flags import table
     from harness.audit.runner import audit
 
-    if args.dynamo_src:
-        os.environ[DYNAMO_SRC_ENV] = str(Path(args.dynamo_src).resolve())
+    source = DynamoSource(Path(args.dynamo_src).resolve()) if args.dynamo_src else None
     paths = profile_paths(args.profiles) or sorted(DEFAULT_PROFILES.rglob("*.yaml"))
-    result = audit([p.resolve() for p in paths])
+    result = audit([p.resolve() for p in paths], source=source)
     if args.verbose:
         for launch in result.launches:
             print(f"audited {launch}")

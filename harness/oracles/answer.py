@@ -234,3 +234,8 @@ class CaseRun:
     held: bool = True
     # how far each worker's embedding-cache hit counter moved over the case (None: no /metrics)
     embedding_hits: dict[str, float | None] = field(default_factory=dict)
+
+
+def answer_text(resp: requests.Response) -> str:
+    """A response's content where it answered, else its error body's start."""
+    return content_of(resp.json()) if resp.status_code == 200 else resp.text[:300]

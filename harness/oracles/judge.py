@@ -4,23 +4,16 @@ request's declared upstream defect says how its oracles must come out (`held`)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.oracles.answer import Answer, CaseRun, JudgeSettings
+from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
+from harness.oracles.base import FLOW_ENCODER, FLOW_NUMBERS, Oracle
 from harness.oracles.checks import OracleResult
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import (
-    FLOW_ENCODER,
-    FLOW_NUMBERS,
-    Oracle,
-    OtherMedia,
-    answer_text,
-    applicable,
-    applicable_to_case,
-    media_blind_why,
-)
-from harness.profiles import Tier
+from harness.oracles.registry import applicable, applicable_to_case
+from harness.profiles import Profile, RequestSpec, Tier
 
 DETAIL_CHARS = 600  # of a held defect's detail in the results: the diagnosis and an excerpt
 NO_LONGER_SHOWS = ": it no longer shows; remove the known_defect declaration"
@@ -34,6 +27,18 @@ class Judging:
 
     baselines: BaselineStore
     settings: JudgeSettings = field(default_factory=JudgeSettings)
+
+    def failed(
+        self,
+        requests: Sequence[RequestSpec],
+        tier: Tier,
+        profile: Profile,
+        test_id: str,
+        cause: str,
+    ) -> None:
+        """A case that failed: later launches comparing with its answers say why they have none."""
+        for request in requests:
+            self.baselines.record_failure(Scope(request, tier, profile).key(), test_id, cause)
 
 
 @dataclass
@@ -84,10 +89,9 @@ class CaseJudge:
         encoded = answer.scope.through_encoder
         if answer.scope.expect_status == answer.resp.status_code == 200:
             self.baselines.record(answer.scope.key(), self.signature, answer.content, encoded)
-        twin = answer.sent.get(OtherMedia.relation)
-        if twin is not None and twin.status_code == 200:
-            key = answer.scope.key(twin=True)
-            self.baselines.record(key, self.signature, answer_text(twin), encoded)
+        for oracle in applicable(answer.scope):
+            for key, text in oracle.baselines(answer).items():
+                self.baselines.record(key, self.signature, text, encoded)
 
     def verdict(
         self, answer: Answer, failed: list[tuple[Oracle, TopologyFailure]]
@@ -146,26 +150,19 @@ class CaseJudge:
     def explained(
         self, failure: TopologyFailure, answer: Answer, oracle: Oracle
     ) -> TopologyFailure:
-        """A wrong answer to an image that went through an encode worker, with what the other
-        image answers there: an encoder whose embeddings ignore the image (pixels normalised
-        twice, say) shows as "the encode worker's answers do not depend on the image while the
-        aggregated path's do", not as a bare wrong_answer."""
-        twin = OtherMedia()
-        sent = answer.sent.get(OtherMedia.relation)
-        if (
-            self.tier != "cpu"
-            or failure.cause != Cause.WRONG_ANSWER
-            or isinstance(oracle, OtherMedia)
-            or not answer.scope.through_encoder
-            or not twin.applies(answer.scope)
-            or sent is None
-            or sent.status_code != 200
-        ):
+        """The failure with what the other oracles know of it (`Oracle.explains`): e.g. the
+        other media answering alike through an encode worker shows as "the encode worker's
+        answers do not depend on the image while the aggregated path's do", not as a bare
+        wrong_answer."""
+        said = [
+            why
+            for other in applicable(answer.scope)
+            if (why := other.explains(oracle, failure, answer))
+        ]
+        if not said:
             return failure
-        if twin.check(answer).passed or not media_blind_why(answer):
-            return failure
-        why = media_blind_why(answer).removeprefix("; ")
-        return TopologyFailure(failure.cause, f"{failure.message}; {why}", failure.evidence)
+        message = "; ".join([failure.message, *said])
+        return TopologyFailure(failure.cause, message, failure.evidence)
 
 
 def fail(cause: Cause, message: str, role: str | None = None) -> TopologyFailure:

@@ -1,7 +1,7 @@
 """What the serving roles did with a request: which roles served it, cache hits, a router's spread.
 
 Each check reads the workers' own counters (harness/topology/roles.py), never the answer; the
-oracle classes that use them live in harness/oracles/registry.py.
+oracle classes that use them live in harness/oracles/roles_served.py and case_oracles.py.
 
 - The path (`expected_path`, `check_path`): which roles must serve a request, checked against
   each role's own request counter. The expected path follows from the topology and the

@@ -37,9 +37,9 @@ REQUEST_MARGIN_S = 30.0
 
 
 def serve_cases(config: pytest.Config) -> list[ServeCase]:
-    tier = session_of(config).tier
+    session = session_of(config)
     profiles = load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
-    cases = [ServeCase(p, c, tier) for p in profiles for c in p.cases]
+    cases = [ServeCase(p, c, session.tier, session.source) for p in profiles for c in p.cases]
     return cases
 
 

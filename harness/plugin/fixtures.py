@@ -13,9 +13,8 @@ import pytest
 from harness.cases.case import CaseRecord, Opener, ServeCase, TopologyPool, run_case
 from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
-from harness.core.verdict import TopologyFailure
 from harness.machine.port_registry import PortRegistry
-from harness.oracles.answer import JudgeSettings, Scope
+from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
@@ -101,13 +100,7 @@ def serve_run(
     judging = Judging(harness_baselines, settings)
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
-        try:
-            run_case(sc, harness_pool, harness_media, judging, record)
-        except TopologyFailure as failure:  # a case whose answers others compare with
-            for request in sc.requests:
-                key = Scope(request, sc.tier, sc.profile).key()
-                harness_baselines.record_failure(key, sc.test_id, failure.cause.value)
-            raise
+        run_case(sc, harness_pool, harness_media, judging, record)
         return record.verdicts
 
     return run

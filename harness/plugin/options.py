@@ -32,6 +32,7 @@ class HarnessSession:
     target: TargetSpec | None
     gpus: GpuInventory
     swept: tuple[str, ...] = ()  # leftovers of dead sessions this one stopped
+    source: DynamoSource | None = None  # the Dynamo checkout under test (--dynamo-src)
 
 
 SESSION = pytest.StashKey[HarnessSession]()
@@ -102,16 +103,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def use_dynamo_src(path: str | None, python: str | None = None) -> None:
-    """Every launch of this session runs the checkout's Python on the runtime it pins
-    (DynamoSource.with_runtime); the variables carry it to xdist workers and every launch."""
+def dynamo_src_option(path: str | None, python: str | None = None) -> DynamoSource | None:
+    """The checkout every launch of this session runs (its Python on the runtime it pins:
+    DynamoSource.with_runtime), resolved once here; each xdist worker resolves the same option."""
     if not path:
-        return
+        return None
     try:
-        source = DynamoSource(Path(path).resolve()).with_runtime(Path(python) if python else None)
+        return DynamoSource(Path(path).resolve()).with_runtime(Path(python) if python else None)
     except DynamoSourceError as exc:
         raise pytest.UsageError(str(exc)) from None
-    os.environ.update(source.exported())
 
 
 def load_target_option(config: pytest.Config) -> TargetSpec | None:
@@ -141,11 +141,13 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = (
         target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
     )
-    use_dynamo_src(config.getoption("--dynamo-src"), config.getoption("--dynamo-python"))
+    source = dynamo_src_option(
+        config.getoption("--dynamo-src"), config.getoption("--dynamo-python")
+    )
     swept: list[str] = []
     if not hasattr(config, "workerinput"):
         swept = sweep_stale(str(REPO_ROOT), cleanup=remove_scratch_of)
-    config.stash[SESSION] = HarnessSession(tier, target, inventory, tuple(swept))
+    config.stash[SESSION] = HarnessSession(tier, target, inventory, tuple(swept), source)
     term_raises_interrupt()  # for the whole session: never restored
 
 

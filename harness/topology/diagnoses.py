@@ -13,6 +13,7 @@ from harness.core.registered import Registered
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
 from harness.topology.observed import Observed
+from harness.topology.plan import RolePlan
 from harness.topology.processes import listeners
 from harness.topology.roles import RoleTable, engine_root_cause, tail
 
@@ -179,8 +180,23 @@ class HealthServerNotBound(LogDiagnosis):
                 continue
             bind = HEALTH_BIND_FAILED.search(text)
             port = int(bind.group(1)) if bind else role.port
-            holder = roles.owner_of(listeners([port or 0]).get(port or 0))
+            pid = listeners([port or 0]).get(port or 0)
+            holder = roles.owner_of(pid)
             planned = "" if port == role.port else f", not its planned {role.port}"
+            # Two workers on one system port: the launcher gave one of them another role's.
+            # Whichever bound first, name the one whose port is not its planned one.
+            misplaced = role if port != role.port else misplaced_worker(topo, roles, pid, port)
+            if misplaced is not None and port in {w.port for w in topo.plan.workers}:
+                return topo.failure(
+                    Cause.LAUNCHER_INVALID,
+                    f"the launcher is at fault: worker '{misplaced.name}' is given system port "
+                    f"{port} ({topo.plan.port_name(port)}), another role's, not its own "
+                    f"{misplaced.port} ({topo.plan.port_name(misplaced.port)}); worker "
+                    f"'{role.name}' runs without a health server, the port held by {holder}; "
+                    f"its log: {HEALTH_SERVER_FAILED}",
+                    role=misplaced.name,
+                    port=port,
+                )
             return topo.failure(
                 Cause.PORT_IN_USE,
                 f"worker '{role.name}' runs without a health server: it tried system port {port} "
@@ -190,6 +206,15 @@ class HealthServerNotBound(LogDiagnosis):
                 port=port,
             )
         return None
+
+
+def misplaced_worker(
+    topo: Observed, roles: RoleTable, pid: int | None, port: int | None
+) -> RolePlan | None:
+    """The worker holding `port` (process `pid`), where its planned system port is another."""
+    holder = roles.role_holding(pid)
+    worker = next((r for r in topo.plan.workers if r.name == holder), None)
+    return worker if worker is not None and worker.port not in (None, port) else None
 
 
 # What Dynamo 1.6.1's frontend logs when it cannot build its pipeline for a registered model

@@ -66,19 +66,6 @@ class DynamoSource:
     def python_dir(self) -> Path:
         return self.root / "components" / "src"
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> DynamoSource | None:
-        env = os.environ if environ is None else environ
-        value = env.get(DYNAMO_SRC_ENV)
-        if not value:
-            return None
-        python, runtime = env.get(DYNAMO_PYTHON_ENV), env.get(RUNTIME_DIR_ENV)
-        return cls(
-            Path(value).resolve(),
-            Path(python) if python else None,
-            Path(runtime) if runtime else None,
-        )
-
     def runtime_version(self) -> str | None:
         """The ai-dynamo-runtime the roles will import: the overlay's, the user's, or ours."""
         if self.runtime_dir is not None:
@@ -188,15 +175,6 @@ class DynamoSource:
             env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
         if self.python is not None:
             env[DYNAMO_PYTHON_ENV] = str(self.python)
-        return env
-
-    def exported(self) -> dict[str, str]:
-        """The variables that carry this source to every process of the session (from_env)."""
-        env = {DYNAMO_SRC_ENV: str(self.root)}
-        if self.python is not None:
-            env[DYNAMO_PYTHON_ENV] = str(self.python)
-        if self.runtime_dir is not None:
-            env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
         return env
 
     def owns(self, file: str | None) -> bool:

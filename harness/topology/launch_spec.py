@@ -75,16 +75,15 @@ class LaunchSpec:
         tier: Tier,
         case: CaseSpec,
         root: Path = REPO_ROOT,
-        source: DynamoSource | Literal["session"] | None = "session",
+        source: DynamoSource | None = None,
     ) -> LaunchSpec:
-        """`source`: the Dynamo checkout under test; "session": the session's (--dynamo-src,
-        which the plugin exports as HARNESS_DYNAMO_SRC)."""
+        """`source`: the Dynamo checkout under test (--dynamo-src, resolved once by whoever took
+        the option: the plugin, `audit`, `up`), None: the installed one."""
         spec = profile.tier(tier)
         if spec is None:
             raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
-        checkout = DynamoSource.from_env() if isinstance(source, str) else source
         launcher = root / profile.launcher
-        choice = choose_launcher(profile, case, launcher, checkout)
+        choice = choose_launcher(profile, case, launcher, source)
         args = tuple(launcher_args(profile, tier, case, choice))
         env = {**profile.env, **spec.env}
         roles = tuple(profile.roles)
@@ -105,7 +104,7 @@ class LaunchSpec:
             launcher=launcher,
             upstream_launcher=profile.upstream_launcher,
             choice=choice,
-            source=checkout,
+            source=source,
             args=args,
             env=env,
             roles=roles,

@@ -379,17 +379,22 @@ class LoopbackOnly(Check):
         procs = {p.pid: p for p in topo.processes()}
         found = exposed_listeners(procs, allowed_ports=topo.plan.wide_ports)
         allowed = set(topo.plan.wide_roles)  # one OS-assigned listener each
-        exposed = []
+        exposed, roles = [], []
         for pid, where in found:
             role = role_of_pid(topo.plan, procs.get(pid) if pid else None)
             if role in allowed:
                 allowed.discard(role)
             else:
                 exposed.append(where)
+                roles.append(role)
         if exposed:
+            named = next((r for r in roles if r), None)
             return topo.failure(
                 Cause.EXPOSED_LISTENER,
-                f"listening beyond 127.0.0.1: {exposed}; bind it to 127.0.0.1 in the launcher",
+                f"listening beyond 127.0.0.1: {exposed}"
+                + (f" (role '{named}')" if named else "")
+                + "; bind it to 127.0.0.1 in the launcher",
+                role=named,
             )
         return super().failure(topo, left_s)
 

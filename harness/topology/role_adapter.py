@@ -384,6 +384,8 @@ def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) 
             kept.append(("--model", model_dir))
             out.notes.append(f"--model {value} -> the tiny checkpoint {model_dir}")
         elif name in REPLACED_VALUED or name in REPLACED_SWITCHES:
+            if name == "--block-size":
+                same_block_as_router(value, env)
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing; "
                 "the CPU tier's own flags replace it)"
@@ -470,6 +472,8 @@ def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted
         elif name in SGLANG_GPU_MEMORY_SWITCHES and value is None:
             out.notes.append(f"dropped {name} ({SGLANG_GPU_MEMORY_SWITCHES[name]})")
         elif name in SGLANG_REPLACED_VALUED or name in SGLANG_REPLACED_SWITCHES:
+            if name == "--page-size":
+                same_block_as_router(value, env)
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing or a GPU-only "
                 "choice; the CPU tier's own flags replace it)"
@@ -614,6 +618,30 @@ def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
                 pairs[i] = (name, block)
                 out.notes.append(f"{name} {value} -> {block} (the CPU tier's KV block size)")
     return join_args(pairs)
+
+
+def same_block_as_router(block: str | None, env: dict) -> None:
+    """A worker's KV block as the launcher sized it equals the one the KV-aware frontend hashes
+    requests by (its `--kv-cache-block-size`, as the frontend's adapter recorded it), or the
+    launcher is at fault: on any tier the router would match no block the workers publish. The
+    CPU tier gives both its own block size (CPU_KV_BLOCK), which would hide the mismatch."""
+    record = Path(env.get("HARNESS_LOG_DIR") or ".") / "frontend.adapter.json"
+    try:
+        argv = json.loads(record.read_text())["argv"]
+    except (OSError, ValueError, KeyError):
+        return  # no KV-aware frontend recorded (yet): nothing to hold it to
+    asked = None
+    for word, after in zip(argv, [*argv[1:], None], strict=True):
+        if word == "--kv-cache-block-size":
+            asked = after
+        elif word.startswith("--kv-cache-block-size="):
+            asked = word.partition("=")[2]
+    if asked is not None and block is not None and asked != block:
+        raise Refused(
+            f"KV blocks of {block} tokens, while the KV-aware frontend hashes requests in "
+            f"blocks of {asked} (--kv-cache-block-size): the router would find none of them",
+            fault="launcher",
+        )
 
 
 def leased_ports(environ: dict[str, str]) -> dict[int, str]:

@@ -264,12 +264,19 @@ class RoleTable:
         """'role prefill (pid 123)' if `pid` is one of ours (or a child of one), else the pid."""
         if pid is None:
             return "an unknown process"
+        name = self.role_holding(pid)
+        if name is not None:
+            return f"role '{name}' (pid {pid})"
+        return f"pid {pid}, not a role of this topology"
+
+    def role_holding(self, pid: int | None) -> str | None:
+        """The role whose process (or a child of it) is `pid`, if one of ours."""
         for name, proc in self.known.items():
             with contextlib.suppress(psutil.Error):
                 tree = {proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(True))}
                 if pid in tree:
-                    return f"role '{name}' (pid {pid})"
-        return f"pid {pid}, not a role of this topology"
+                    return name
+        return None
 
     def received_system_ports(self) -> dict[str, int]:
         """{worker: the system port it was started with}, as the role adapter recorded it at

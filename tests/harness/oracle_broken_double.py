@@ -4,8 +4,8 @@ watch the fault only it catches escape (tests/harness/test_mutate.py)."""
 
 from __future__ import annotations
 
+from harness.oracles.answer_shape import PromptTokens
 from harness.oracles.checks import OracleResult
-from harness.oracles.registry import PromptTokens
 
 
 def _passes_everything(self: PromptTokens, answer: object) -> OracleResult:

@@ -171,6 +171,24 @@ def test_served_model_name_mismatch_is_flagged(tmp_path: Path) -> None:
     assert any("[worker] registers as 'other'" in ln for ln in lines), lines
 
 
+@pytest.mark.parametrize(
+    ("profile", "launcher"),
+    [
+        ("vllm/agg_router_qwen3-vl-2b.yaml", "vllm/agg_multimodal_router.sh"),
+        ("sglang/agg_router_qwen3-vl-2b.yaml", "sglang/agg_multimodal_router.sh"),
+    ],
+)
+def test_workers_blocks_the_kv_router_does_not_hash_by_are_refused(
+    tmp_path: Path, profile: str, launcher: str
+) -> None:
+    """The CPU tier gives the frontend and the workers its own block size: without this check a
+    launcher whose router and workers disagree would pass here and miss every block on a GPU."""
+    edit = r's/--kv-cache-block-size \("\$BLOCK"\|16\)/--kv-cache-block-size 32/'
+    copied = _copy(tmp_path, profile, launcher, [edit])
+    lines = _lines(copied)
+    assert any("the router would find none of them" in ln for ln in lines), lines
+
+
 def test_sglang_workers_map_to_the_cpu_tier_and_pd_moves_kv_over_nixl(tmp_path: Path) -> None:
     """The role adapter, the one place that knows the tier, runs an SGLang worker on the CPU
     tier with the SGLang venv's python and SGLang's CPU backend (page size dropped: the paged

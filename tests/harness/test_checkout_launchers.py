@@ -122,10 +122,8 @@ def test_a_checkout_without_the_launcher_says_so_and_runs_nothing_of_ours(tmp_pa
         "examples/backends/sglang/launch/multimodal_agg.sh is not there"
     )
     assert launch.choice.named.startswith("none")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HARNESS_DYNAMO_SRC", str(bare))
-        case = ServeCase(SGLANG_AGG, SGLANG_AGG.cases[0], "cpu")
-        assert case.skip_reason(None) == launch.choice.missing
+    case = ServeCase(SGLANG_AGG, SGLANG_AGG.cases[0], "cpu", DynamoSource(bare))
+    assert case.skip_reason(None) == launch.choice.missing
 
 
 def test_no_matrix_files_the_profiles_upstream_launcher(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ names the fault in the launcher where there is one, and leaves nothing running o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.profiles.checkout_matrix import matrix_at
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import build_checkout, write_launcher
@@ -39,14 +37,13 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def as_checkout(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def as_checkout(checkout: Path) -> Path:
     matrix_at.cache_clear()
-    monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
-    yield checkout
+    return checkout
 
 
 def matrix_case(profile: str, test_id: str, checkout: Path, urls: MediaURLs) -> list[str]:
-    sc = case_of(load_profile(ROOT / profile, ROOT), test_id)
+    sc = case_of(load_profile(ROOT / profile, ROOT), test_id, checkout)
     assert sc.skip_reason(None) is None, sc.skip_reason(None)
     checks, plan, _ = run_shape(sc, urls)
     assert plan.args[0] == str(sc.launch_spec.script) and sc.launch_spec.choice.origin == "checkout"
@@ -59,6 +56,7 @@ def test_the_renamed_sglang_agg_runs_the_checkouts_script(
     sc = case_of(
         load_profile(ROOT / "profiles/sglang/agg_qwen3-vl-2b.yaml", ROOT),
         "mm_sglang_agg_qwen3-vl-2b",
+        as_checkout,
     )
     assert sc.launch_spec.script == as_checkout / SGLANG_AGG_PATH
     assert sc.launch_spec.args[:2] == ("--model-path", "Qwen/Qwen3-VL-2B-Instruct")
@@ -97,8 +95,8 @@ def test_sglang_p_d_with_its_gpu_memory_options(as_checkout: Path, urls: MediaUR
     assert any(c.startswith("matches the model's own answer") for c in checks), checks
 
 
-def failure_of(profile: str, test_id: str) -> tuple[TopologyFailure, LaunchSpec]:
-    sc = case_of(load_profile(ROOT / profile, ROOT), test_id)
+def failure_of(profile: str, test_id: str, checkout: Path) -> tuple[TopologyFailure, LaunchSpec]:
+    sc = case_of(load_profile(ROOT / profile, ROOT), test_id, checkout)
     topo = launch(sc.launch_spec)
     ports = list(topo.plan.ports.values())
     with pytest.raises(TopologyFailure) as failure, topo:
@@ -113,7 +111,9 @@ def test_a_decode_worker_without_a_system_port_is_named_and_still_judged(
     """Upstream main's SGLang E/P/D: decode runs with no system port. The topology serves, the
     answer is judged, and the case fails naming decode and the variable it should have read."""
     sc = case_of(
-        load_profile(ROOT / "profiles/sglang/epd_qwen3-vl-2b.yaml", ROOT), "multimodal_disagg_qwen"
+        load_profile(ROOT / "profiles/sglang/epd_qwen3-vl-2b.yaml", ROOT),
+        "multimodal_disagg_qwen",
+        as_checkout,
     )
     assert sc.launch_spec.script.name == "multimodal_disagg.sh"
     judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
@@ -139,7 +139,9 @@ def test_a_decode_worker_without_a_system_port_is_named_and_still_judged(
 
 @EXHAUSTIVE  # the class (an encode worker with no health source) runs in the seed regressions
 def test_the_xpu_epd_encode_worker_has_no_health_source(as_checkout: Path) -> None:
-    failure, spec = failure_of("profiles/vllm/epd_xpu_qwen3-vl-2b.yaml", "mm_xpu_epd_qwen3-vl-2b")
+    failure, spec = failure_of(
+        "profiles/vllm/epd_xpu_qwen3-vl-2b.yaml", "mm_xpu_epd_qwen3-vl-2b", as_checkout
+    )
     assert spec.script == as_checkout / XPU_EPD_PATH
     assert failure.cause == Cause.NO_HEALTH_SOURCE and failure.evidence.role == "encode"
 

@@ -137,7 +137,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     from harness.audit.capture import fake_ports
     from harness.core.paths import marker_env
     from harness.profiles import load_profile
-    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
     from harness.topology.launch_spec import LaunchSpec
     from harness.topology.plan import resolve
 
@@ -146,10 +146,10 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     script = source.root / str(profile.upstream_launcher)
     script.parent.mkdir(parents=True)
     script.write_text("#!/bin/bash\n")
-    base = {**os.environ, "HARNESS_DYNAMO_SRC": str(source.root)}
+    base = dict(os.environ)
 
-    def plan(tier: Tier, env: dict[str, str] = base) -> LaunchPlan:
-        spec = LaunchSpec.of(profile, tier, profile.cases[0], source=DynamoSource.from_env(env))
+    def plan(tier: Tier, under: DynamoSource | None = source) -> LaunchPlan:
+        spec = LaunchSpec.of(profile, tier, profile.cases[0], source=under)
         return resolve(
             spec,
             ports=fake_ports(spec, REPO_ROOT),
@@ -158,7 +158,7 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
             model="m",
             topology_id="t",
             marker_env=marker_env("t", "s", 1),
-            base_env=env,
+            base_env=base,
         )
 
     cpu, gpu = plan("cpu"), plan("gpu")
@@ -172,5 +172,5 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     }
     assert cpu.env["DYN_MANAGED_PORTS"] == "1"
     assert cpu.loopback_only and gpu.loopback_only
-    ours = plan("cpu", {k: v for k, v in base.items() if k != "HARNESS_DYNAMO_SRC"})
+    ours = plan("cpu", None)
     assert ours.launcher == REPO_ROOT / profile.launcher

@@ -1,4 +1,4 @@
-"""The embedding-cache-hit oracle (harness/oracles/registry.py EmbeddingCacheHit) on a real
+"""The embedding-cache-hit oracle (harness/oracles/case_oracles.py EmbeddingCacheHit) on a real
 SGLang E/PD launch on the CPU tier: upstream's multimodal_e_pd_fd_qwen sends the same base64
 image twice through an encode worker with a 1 GB embedding cache, and the second is served from
 it (Dynamo's own dynamo_component_embedding_cache_hits_total moves on encode). Launched without

@@ -21,7 +21,7 @@ from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import DynamoSource
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
 from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_dynamo_src_launch import nothing_left
@@ -52,9 +52,8 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
 ) -> None:
     switch = tmp_path / "noise-on"
     checkout = build_checkout(tmp_path / "dynamo", python_fault=perturbed_embeddings(NOISE, switch))
-    monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
     profile = load_profile(REPO_ROOT / PROFILES[which], REPO_ROOT)
-    sc = ServeCase(profile, profile.cases[0], "cpu")
+    sc = ServeCase(profile, profile.cases[0], "cpu", DynamoSource(checkout))
 
     judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False, relations=False))
     # the warm-up and the clean request send the other image: a prefix cache holding the noisy

@@ -30,10 +30,9 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     """{role: {"args": normalized flags, "env": what the adapter set}} for one launcher."""
     base = {**os.environ, **(simulated_gpu_env(PROFILE) if tier == "gpu" else {})}
     base.pop(DYNAMO_SRC_ENV, None)
-    if checkout is not None:
-        base[DYNAMO_SRC_ENV] = str(checkout)
     case = PROFILE.cases[1]  # b64 + --frontend-decoding: every worker gets the flag
-    spec = LaunchSpec.of(PROFILE, tier, case, source=DynamoSource.from_env(base))
+    source = DynamoSource(checkout.resolve()) if checkout is not None else None
+    spec = LaunchSpec.of(PROFILE, tier, case, source=source)
     ours = LaunchSpec.of(PROFILE, tier, case, source=None)
     names = sorted(set(contract_of(spec).names) | set(contract_of(ours).names))
     ports = {name: 21400 + i for i, name in enumerate(names)}  # the same port per variable

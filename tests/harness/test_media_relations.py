@@ -16,7 +16,7 @@ from harness.oracles.answer import Scope
 from harness.oracles.checks import MediaRelation, judge_relation, relations
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import OtherMedia, OtherTransport
+from harness.oracles.relations import OtherMedia, OtherTransport
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.payloads.media import RED_SQUARE_RGB, render_square_png
 from harness.profiles import RequestSpec, load_profile

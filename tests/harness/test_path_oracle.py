@@ -16,9 +16,10 @@ from harness.cases.case import HOLD_ATTEMPTS, Served, declared_while_busy, settl
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
+from harness.oracles.case_oracles import SPREAD_REQUESTS
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import SPREAD_REQUESTS, applicable_to_case
+from harness.oracles.registry import applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media

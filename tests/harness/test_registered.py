@@ -15,7 +15,8 @@ import harness.oracles
 import harness.topology
 from harness.core.paths import REPO_ROOT
 from harness.core.registered import Registered, forget_imported
-from harness.oracles.registry import CaseOracle, Oracle, case_checks, case_oracles
+from harness.oracles.base import CaseOracle, Oracle
+from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import load_profile
 from harness.topology.diagnoses import LogDiagnosis
 from harness.topology.launch_spec import LaunchSpec
@@ -24,7 +25,7 @@ from harness.topology.topology import launch
 
 NEW_ORACLE = """
 from harness.oracles.checks import OracleResult
-from harness.oracles.registry import Oracle
+from harness.oracles.base import Oracle
 
 
 class Polite(Oracle):

@@ -8,9 +8,9 @@ import requests
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings, Scope
+from harness.oracles.answer_shape import PromptTokens
 from harness.oracles.checks import check_prompt_tokens
 from harness.oracles.reference import BaselineStore
-from harness.oracles.registry import PromptTokens
 from harness.payloads.chat import chat_body, warmup_bodies
 from harness.profiles import RequestSpec, Tier, load_profiles
 from harness.topology.roles import HealthSample
@@ -216,8 +216,10 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     """The E/P/D encoder bypassed (the prefill worker encodes the image itself, in float32): the
     path names encode (wrong_path), the declared encoder-dtype defect does not show and says so
     without advising its own removal, and the logprobs line is listed, not the cause."""
+    from harness.oracles.base import Oracle
     from harness.oracles.checks import OracleResult
-    from harness.oracles.registry import LogProbs, Oracle, Path
+    from harness.oracles.model_answer import LogProbs
+    from harness.oracles.roles_served import RolesServed
 
     case = PROFILES["epd_qwen3-vl-2b"].cases[0]
     judge = judge_for("epd_qwen3-vl-2b", "cpu", BaselineStore(), "s")
@@ -225,7 +227,7 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     path = OracleResult(False, "role 'encode' did not serve it: expected +1")
     numbers = OracleResult(True, "log-probabilities: 73 tokens, largest |gap| 2.64e-05")
     failed: list[tuple[Oracle, TopologyFailure]] = []
-    for oracle, result in [(LogProbs(), numbers), (Path(), path)]:  # in the registry's order
+    for oracle, result in [(LogProbs(), numbers), (RolesServed(), path)]:  # in the registry's order
         with pytest.raises(TopologyFailure) as err:
             judge.held(seen, oracle, result)
         failed.append((oracle, err.value))
@@ -241,7 +243,7 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
 def test_the_image_token_metric_must_count_the_request() -> None:
     """The frontend's own image-token histogram: one image-bearing request recorded, with its
     tokens; a request it did not record (0, or two) fails naming the metric."""
-    from harness.oracles.registry import ImageTokens
+    from harness.oracles.answer_shape import ImageTokens
     from harness.topology.roles import ImageTokenTally, parse_frontend
 
     case = PROFILES["agg_qwen3-vl-2b"].cases[0]
@@ -264,7 +266,7 @@ def test_the_image_token_metric_must_count_the_request() -> None:
 
 def test_a_media_twin_refused_is_an_http_error() -> None:
     """The other transport's twin answering 500 names an HTTP error, not a wrong answer."""
-    from harness.oracles.registry import OtherTransport
+    from harness.oracles.relations import OtherTransport
 
     case = PROFILES["agg_qwen3-vl-2b"].cases[0]
     judge = judge_for("agg_qwen3-vl-2b", "cpu", BaselineStore(), "s")
@@ -282,7 +284,7 @@ def test_the_embedding_cache_hit_must_move_the_encoders_counter() -> None:
     """The repeats' media come from the encoder's embedding cache: its hit counter moved at least
     once per repeat; where no worker's moved (no cache, or missed), the case fails cache_miss."""
     from harness.oracles.answer import CaseRun, CaseScope
-    from harness.oracles.registry import EmbeddingCacheHit
+    from harness.oracles.case_oracles import EmbeddingCacheHit
 
     profile = PROFILES["sglang_e_pd_qwen3-vl-2b"]
     case = next(c for c in profile.cases if c.id == "multimodal_e_pd_fd_qwen")

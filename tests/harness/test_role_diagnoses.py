@@ -1,7 +1,8 @@
 """Diagnoses name the role at fault, on the real vLLM E/P/D launcher (tiny Qwen3-VL, CPU):
 
-- a decode worker given prefill's health port: it runs on without a health server (Dynamo logs
-  the bind error) -> port_in_use naming it and the role holding the port, in seconds;
+- a decode worker given prefill's health port: one of the two runs on without a health server
+  (Dynamo logs the bind error) -> launcher_invalid naming decode, whichever bound first, and the
+  role holding the port, in seconds;
 - a decode worker serving another model name -> never_registered naming decode and the name;
 - every shipped E/P/D role registers the component its profile names (a real launch: the
   `registered_as_planned` readiness phase passes, so the profiles' names are not hand-made).
@@ -50,11 +51,10 @@ def failure_of(profile: Profile) -> TopologyFailure:
 def test_decode_on_prefills_health_port_is_named_with_the_holder(tmp_path: Path) -> None:
     profile = epd_with(tmp_path, "port DYN_SYSTEM_PORT3 8083", "port DYN_SYSTEM_PORT2 8082")
     failure = failure_of(profile)
-    assert failure.cause == Cause.PORT_IN_USE, failure.report()
-    loser = failure.evidence.role
-    holder = {"decode": "prefill", "prefill": "decode"}[loser or ""]
-    assert f"worker '{loser}' runs without a health server" in failure.message
-    assert f"is held by role '{holder}'" in failure.message
+    assert failure.cause == Cause.LAUNCHER_INVALID, failure.report()
+    assert failure.evidence.role == "decode", failure.report()
+    assert "worker 'decode' is given system port" in failure.message
+    assert "runs without a health server, the port held by role '" in failure.message
     assert "System status server startup failed" in failure.message
 
 

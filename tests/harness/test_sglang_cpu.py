@@ -15,7 +15,7 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
 from harness.topology.dynamo_patch import patched_checkout
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
@@ -29,9 +29,9 @@ E_PD = REPO_ROOT / "profiles" / "sglang" / "e_pd_qwen3-vl-2b.yaml"
 def test_a_multimodal_worker_that_never_registers_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(DYNAMO_SRC_ENV, str(patched_checkout(SEED_PATCH, tmp_path / "dynamo")))
+    checkout = DynamoSource(patched_checkout(SEED_PATCH, tmp_path / "dynamo"))
     profile = load_profile(E_PD, REPO_ROOT)
-    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]))
+    topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0], source=checkout))
     with pytest.raises(TopologyFailure) as raised, topo:
         pass
     failure = raised.value

@@ -8,7 +8,6 @@ every role, and nothing is left running or listening."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import Profile, load_profile
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
 from harness.topology.plan import LaunchPlan
 from tests.harness.dynamo_checkout import PROBE, build_checkout
 from tests.harness.test_dynamo_src_launch import nothing_left
@@ -53,14 +52,14 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def as_checkout(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
-    yield checkout
+def as_checkout(checkout: Path) -> Path:
+    return checkout
 
 
-def case_of(profile: Profile, test_id: str) -> ServeCase:
+def case_of(profile: Profile, test_id: str, checkout: Path) -> ServeCase:
+    """The case as a session under `--dynamo-src checkout` runs it."""
     case = next(c for c in profile.cases if profile.test_id(c) == test_id)
-    return ServeCase(profile, case, "cpu")
+    return ServeCase(profile, case, "cpu", DynamoSource(checkout.resolve()))
 
 
 def run_shape(sc: ServeCase, urls: MediaURLs) -> tuple[list[str], LaunchPlan, dict[str, dict]]:
@@ -88,7 +87,7 @@ def test_an_upstream_launcher_shape_runs_unmodified(
     shape: str, profile_path: str, test_id: str, as_checkout: Path, urls: MediaURLs
 ) -> None:
     profile = load_profile(REPO_ROOT / profile_path, REPO_ROOT)
-    sc = case_of(profile, test_id)
+    sc = case_of(profile, test_id, as_checkout)
     assert sc.skip_reason(None) is None, sc.skip_reason(None)
     checks, plan, records = run_shape(sc, urls)
     assert any(c.startswith("matches the model's own answer: identical") for c in checks), checks
