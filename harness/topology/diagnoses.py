@@ -185,13 +185,16 @@ class HealthServerNotBound(LogDiagnosis):
             planned = "" if port == role.port else f", not its planned {role.port}"
             # Two workers on one system port: the launcher gave one of them another role's.
             # Whichever bound first, name the one whose port is not its planned one.
-            misplaced = role if port != role.port else misplaced_worker(topo, roles, pid, port)
-            if misplaced is not None and port in {w.port for w in topo.plan.workers}:
+            misplaced = (
+                role if port != role.planned_port else misplaced_worker(topo, roles, pid, port)
+            )
+            if misplaced is not None and port in {w.planned_port for w in topo.plan.workers}:
+                own = misplaced.planned_port
                 return topo.failure(
                     Cause.LAUNCHER_INVALID,
                     f"the launcher is at fault: worker '{misplaced.name}' is given system port "
                     f"{port} ({topo.plan.port_name(port)}), another role's, not its own "
-                    f"{misplaced.port} ({topo.plan.port_name(misplaced.port)}); worker "
+                    f"{own} ({topo.plan.port_name(own)}); worker "
                     f"'{role.name}' runs without a health server, the port held by {holder}; "
                     f"its log: {HEALTH_SERVER_FAILED}",
                     role=misplaced.name,
@@ -214,7 +217,7 @@ def misplaced_worker(
     """The worker holding `port` (process `pid`), where its planned system port is another."""
     holder = roles.role_holding(pid)
     worker = next((r for r in topo.plan.workers if r.name == holder), None)
-    return worker if worker is not None and worker.port not in (None, port) else None
+    return worker if worker is not None and worker.planned_port not in (None, port) else None
 
 
 # What Dynamo 1.6.1's frontend logs when it cannot build its pipeline for a registered model

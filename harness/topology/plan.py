@@ -142,6 +142,13 @@ class RolePlan:
     # Where something else deployed it (target mode); launched roles: 127.0.0.1:<port>.
     health: str | None = None
     metrics: str | None = None
+    # The system port the profile planned for it, where `port` is what it was really started
+    # with (Topology.learn_port): a launcher that crossed two roles' ports shows in the two.
+    planned: int | None = None
+
+    @property
+    def planned_port(self) -> int | None:
+        return self.planned if self.planned is not None else self.port
 
     @property
     def health_url(self) -> str | None:

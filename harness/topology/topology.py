@@ -192,7 +192,8 @@ class Topology(Generic[D]):
         if self.plan.role(role).port == port:
             return
         roles = tuple(
-            dataclasses.replace(r, port=port) if r.name == role else r for r in self.plan.roles
+            dataclasses.replace(r, port=port, planned=r.planned_port) if r.name == role else r
+            for r in self.plan.roles
         )
         self.plan = dataclasses.replace(self.plan, roles=roles)
 
