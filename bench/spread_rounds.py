@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
-from harness.cases.case import declared_while_busy
+from harness.cases.loop import declared_while_busy
 from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import CaseScope
 from harness.oracles.case_oracles import Spread

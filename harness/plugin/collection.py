@@ -120,8 +120,8 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Serve cases after the harness's own tests, in harness.cases.case's order; the
-    baselines a selected case needs are pulled back in (harness.cases.case)."""
+    """Serve cases after the harness's own tests, in harness.cases.selection's order; the
+    baselines a selected case needs are pulled back in (harness.cases.selection)."""
     keep_ids(config, items)
     pull_in_baselines(config, items)
     keep_shard(config, items)

@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 
-from harness.cases.case import CaseRecord, Opener, ServeCase, TopologyPool, run_case
+from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.loop import run_case
+from harness.cases.pool import Opener, TopologyPool
 from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
+from harness.machine.gpu_leases import GpuUnavailable
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
@@ -100,7 +103,10 @@ def serve_run(
     judging = Judging(harness_baselines, settings)
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
-        run_case(sc, harness_pool, harness_media, judging, record)
+        try:
+            run_case(sc, harness_pool, harness_media, judging, record)
+        except GpuUnavailable as unavailable:  # the machine changed since collection
+            pytest.skip(str(unavailable))
         return record.verdicts
 
     return run

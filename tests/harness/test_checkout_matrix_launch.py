@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, TopologyPool, run_case
+from harness.cases.case import CaseRecord
+from harness.cases.loop import run_case
+from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase, TopologyPool, run_case
+from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.loop import run_case
+from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Scope

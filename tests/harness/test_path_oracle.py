@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from harness.cases.case import HOLD_ATTEMPTS, Served, declared_while_busy, settled_path
+from harness.cases.loop import HOLD_ATTEMPTS, Served, declared_while_busy, settled_path
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope

@@ -1,0 +1,273 @@
+"""The request loop of one case on its launch, and its measuring: send every request, settle
+each role's counters, the frontend's tallies and the path, build the `Answer`, judge it, then the
+case's answers together (`run_case`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from requests import Response
+
+from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.pool import TopologyPool
+from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
+from harness.oracles.boundary import names_before
+from harness.oracles.checks import OracleResult
+from harness.oracles.judge import CaseJudge, Judging
+from harness.oracles.reference import TOP_LOGPROBS
+from harness.oracles.registry import applicable, applicable_to_case
+from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit
+from harness.payloads.chat import MediaURLs, request_body
+from harness.profiles import RequestSpec
+from harness.topology.diagnoses import launcher_name
+from harness.topology.held_request import HeldRequest
+from harness.topology.plan import ENCODER_TAP_ENV
+from harness.topology.role_adapter import no_port_roles
+from harness.topology.roles import (
+    FrontendTally,
+    WorkerCounters,
+    prompt_tokens_ran,
+    requests_of,
+)
+from harness.topology.topology import Topology
+
+
+def run_case(
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
+) -> list[str]:
+    """Launch (or reuse) the topology, send every request, judge each answer. A failure is
+    recorded against the case's requests (others compare with their answers) and raised."""
+    try:
+        return judged_case(sc, pool, urls, judging, record)
+    except TopologyFailure as failure:
+        judging.failed(sc.requests, sc.tier, sc.profile, sc.test_id, failure.cause.value)
+        raise
+
+
+def judged_case(
+    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
+) -> list[str]:
+    try:  # GpuUnavailable (the machine changed since collection) goes up: the caller skips
+        topo = pool.get(sc.launch_spec)
+    except TopologyFailure:
+        record.topology = pool.topology_for(sc.launch_spec)  # evidence of the failed launch
+        raise
+    record.topology, record.reused = topo, not pool.launched_here
+    try:
+        judge_requests(sc, topo, pool, urls, judging, record)
+    except TopologyFailure as failure:
+        fault = launcher_fault(topo, f"failed: {failure.message}")
+        if fault is not None:
+            raise fault from None
+        raise
+    fault = launcher_fault(topo, "passed: " + "; ".join(record.checks))
+    if fault is not None:
+        raise fault
+    return record.checks
+
+
+def launcher_fault(topo: Topology[Any], judged: str) -> TopologyFailure | None:
+    """A launcher fault that let the topology serve (a worker started without a system port:
+    role_adapter NAME.noport): the case fails naming it, with how its answers were judged."""
+    if topo.plan.frontend is not None:  # a deployed target: no launcher of ours to read
+        return None
+    faults = no_port_roles(topo.plan.log_dir)
+    if not faults:
+        return None
+    role, why = next(iter(faults.items()))
+    return topo.failure(
+        Cause.LAUNCHER_INVALID,
+        f"role '{role}' of {launcher_name(topo)}: the launcher is at fault: {why}. Its answers "
+        f"were judged all the same: {judged}",
+        role=role,
+    )
+
+
+def judge_requests(
+    sc: ServeCase,
+    topo: Topology[Any],
+    pool: TopologyPool,
+    urls: MediaURLs,
+    judging: Judging,
+    record: CaseRecord,
+) -> None:
+    """Send every request of the case on its launch and judge each answer, then the case's
+    answers together (into `record.checks`)."""
+    model, signature = topo.plan.model, topo.plan.signature
+    judge = CaseJudge(sc.tier, judging.baselines, signature, judging.settings)
+    case_counters = topo.role_counters()
+    case_start = requests_of(case_counters)
+    hits: list[RequestHit | None] = []
+    requests = sc.requests
+    for request in requests:
+        repeat_of_case = request is requests[0]
+        scope = Scope(request, sc.tier, sc.profile, judging.settings)
+        body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
+        before = topo.role_counters()
+        routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
+        frontend_before = topo.frontend_tally() if request.image_token_metrics or routed else None
+        crossed_before = names_before(tap_dir(topo))
+        try:
+            resp = topo.post_chat(body)
+        except TopologyFailure as failure:
+            pool.discard(failure)
+            raise
+        record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
+        path, after = settled_path(topo, request, before, sc.profile.replicas)
+        ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
+        frontend = settled_frontend(topo, frontend_before, request.image_token_metrics, routed)
+        if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
+            usage = resp.json().get("usage")
+            hits.append(request_hit(usage, before, after, frontend.router if frontend else None))
+        answer = Answer(
+            scope,
+            body,
+            resp,
+            model,
+            urls,
+            judging.baselines,
+            signature,
+            ran=ran,
+            path=path,
+            sent=declared_requests(scope, urls, topo),
+            tap_dir=tap_dir(topo),
+            crossed_before=crossed_before,
+            image_tokens=frontend.image if frontend and request.image_token_metrics else None,
+        )
+        if resp.status_code == 200:
+            record.answers[-1]["content"] = answer.content
+        content_before = judge.content_passed
+        try:
+            record.checks += judge.judge(answer)
+        except TopologyFailure as failure:
+            if resp.status_code >= 500:  # the role whose log holds the cause, where one does
+                raise topo.failure(failure.cause, failure.message) from None
+            raise
+        finally:  # a failing answer's gap is evidence too
+            if answer.logprob_gap is not None:
+                record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
+        record.verdicts.append((resp.status_code, judge.content_passed - content_before))
+        if judge.unnumbered:
+            record.unnumbered.append(judge.unnumbered)
+    run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), case_start, hits)
+    if sc.case.embedding_cache_hit:
+        run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
+    run.statuses, run.end_counts, run.held = declared_while_busy(run.scope, topo)
+    record.checks += judge.judge_case(run)
+
+
+def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str, Response]:
+    """The requests the answer's oracles need answered to judge it (Oracle.sends), sent one
+    after another on the same launch, by the name each oracle gave."""
+    bodies: dict[str, dict[str, Any]] = {}
+    for oracle in applicable(scope):
+        bodies.update(oracle.sends(scope, urls))
+    return {name: served.post_chat(body) for name, body in bodies.items()}
+
+
+# Holds tried before a spread is judged without one: on 2 busy cores a request sent beside the
+# hold at times reaches the frontend seconds later, so the hold may end before the rest reach the
+# router (3 holds in 15 on SGLang CPU; 1 round in 15 held twice, none three times:
+# design-deviations.md at 7310361). A router that never spreads fails every hold that stays busy.
+HOLD_ATTEMPTS = 3
+
+
+def declared_while_busy(
+    scope: CaseScope, served: Served
+) -> tuple[list[int], dict[str, float | None], bool]:
+    """The requests the case's oracles send while one worker is busy (CaseOracle.sends_while_busy:
+    a router's spread): each hold streamed and held open while its rest are sent one after
+    another, again where the hold ended first. Their statuses, the workers' request counters
+    after them, and whether every hold was still in flight when its rest were answered."""
+    statuses: list[int] = []
+    held = True
+    for oracle in applicable_to_case(scope):
+        sends = oracle.sends_while_busy(scope)
+        if sends is None:
+            continue
+        for _ in range(HOLD_ATTEMPTS):
+            with served.held_chat(sends.hold) as hold:
+                answered = [hold.status]
+                answered += [served.post_chat(b, check_roles=False).status_code for b in sends.rest]
+                kept = not hold.finished
+            if kept or any(status != 200 for status in answered):
+                break
+        statuses += answered
+        held = held and kept
+    if not statuses:
+        return [], {}, held
+    return statuses, served.request_counts(), held
+
+
+class Served(Protocol):
+    """The launch the case loop sends an oracle's declared requests on (topology.Topology)."""
+
+    def post_chat(
+        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> Response: ...
+
+    def held_chat(self, body: dict[str, Any]) -> HeldRequest: ...
+
+    def request_counts(self) -> dict[str, float | None]: ...
+
+
+def tap_dir(topo: Topology[Any]) -> Path | None:
+    """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
+    tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
+    return Path(tap) if tap else None
+
+
+def embedding_hits_of(
+    before: dict[str, WorkerCounters | None], after: dict[str, WorkerCounters | None]
+) -> dict[str, float | None]:
+    """How far each worker's embedding-cache hit counter moved (None: /metrics did not answer)."""
+    return {
+        role: (end.embedding_hits - start.embedding_hits) if start and end else None
+        for role, end in after.items()
+        for start in [before.get(role)]
+    }
+
+
+def settled_frontend(
+    topo: Topology[Any], before: FrontendTally | None, images: bool, routed: bool
+) -> FrontendTally | None:
+    """How the frontend's histograms moved over a request (it may record just after answering:
+    waits until the image-token one moved where `images`, the router's where `routed`), or None
+    where they were not read."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + PATH_SETTLE_S
+    while True:
+        after = topo.frontend_tally()
+        if after is None:
+            return None
+        moved = after.since(before)
+        settled = (moved.image.requests or not images) and (moved.router.decisions or not routed)
+        if settled or time.monotonic() > deadline:
+            return moved
+        time.sleep(0.1)
+
+
+PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
+
+
+def settled_path(
+    topo: Topology[Any],
+    request: RequestSpec,
+    before: dict[str, WorkerCounters | None],
+    replicas: Sequence[str] = (),
+) -> tuple[OracleResult, dict[str, WorkerCounters | None]]:
+    """The path check of one request (the roles that served it are the ones its topology and
+    media say must) and the counters it settled on (each role's prompt tokens, for the judge)."""
+    expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
+    deadline = time.monotonic() + PATH_SETTLE_S
+    while True:
+        after = topo.role_counters()
+        result = check_path(expected, requests_of(before), requests_of(after))
+        if result.passed or time.monotonic() > deadline:
+            return result, after
+        time.sleep(0.1)
