@@ -13,7 +13,6 @@ import pytest
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.loop import run_case
 from harness.cases.pool import Opener, TopologyPool
-from harness.cases.results import progress_of
 from harness.core.paths import cache_dir
 from harness.machine.gpu_leases import GpuUnavailable
 from harness.machine.port_registry import PortRegistry
@@ -23,6 +22,7 @@ from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
+from harness.plugin.progress import progress_of
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import Topology, attach, launch, new_run_dir

@@ -16,20 +16,13 @@ from typing import Any
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.results import (
-    PREFIX,
-    ProgressCount,
-    ResultsFile,
-    case_line,
-    progress_of,
-    result_record,
-    write_relayed,
-)
+from harness.cases.results import PREFIX, ProgressCount, ResultsFile, case_line, result_record
 from harness.cases.selection import recorded_durations
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.plugin.collection import PULLED_IN, SHARD_PLAN, serve_case_of
 from harness.plugin.fixtures import RECORD
+from harness.plugin.progress import progress_of, write_relayed
 from harness.report.render import junit_properties
 
 UNNUMBERED = pytest.StashKey[list[tuple[str, str]]]()  # (test id, why) per request

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from harness.cases.results import PROPERTY, Progress, write_relayed
+from harness.cases.results import PROPERTY
+from harness.plugin.progress import Progress, write_relayed
 
 
 class FakeReporter:
