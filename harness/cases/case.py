@@ -125,4 +125,4 @@ class CaseRecord:
     verdicts: list[tuple[int, int]] = field(default_factory=list)
     max_logprob_gap: float | None = None  # the largest |engine - model| logprob of its answers
     # the requests no numeric oracle vouched for (CPU tier), each with why
-    unnumbered: list[str] = field(default_factory=list)
+    unjudged_numerically: list[str] = field(default_factory=list)

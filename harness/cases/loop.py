@@ -151,8 +151,8 @@ def judge_requests(
             if answer.logprob_gap is not None:
                 record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
-        if judge.unnumbered:
-            record.unnumbered.append(judge.unnumbered)
+        if judge.unjudged_numerically:
+            record.unjudged_numerically.append(judge.unjudged_numerically)
     run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), case_start, hits)
     if sc.case.embedding_cache_hit:
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())

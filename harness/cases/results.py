@@ -96,7 +96,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
         "checks": list(rec.checks),  # every oracle that passed, one line each
         "max_logprob_gap": rec.max_logprob_gap,
         # requests judged without a numeric oracle (a blind spot named, not hidden), and why
-        "unjudged_numerically": list(rec.unnumbered),
+        "unjudged_numerically": list(rec.unjudged_numerically),
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
@@ -163,4 +163,3 @@ class ProgressCount:
         eta = sum(self.recorded.get(t, mean) for t in self.left)
         after = f"; ETA {eta // 60:.0f} min {eta % 60:02.0f} s" if self.left else ""
         return f"[{done}/{self.total}] {test_id}: {shown}{after}"
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.core.verdict import Cause
 from harness.oracles.answer import Answer, Scope
-from harness.oracles.base import FLOW_SHAPE, Answered, Oracle
+from harness.oracles.base import Answered, Flow, Oracle
 from harness.oracles.checks import (
     KeywordOracle,
     OracleResult,
@@ -24,7 +24,7 @@ class Status(Oracle):
 
     name = "status"
     order = 10
-    flow = FLOW_SHAPE
+    flow = Flow.SHAPE
 
     def applies(self, scope: Scope) -> bool:
         return True
@@ -49,7 +49,7 @@ class Status(Oracle):
 class Structure(Answered):
     name = "structure"
     order = 20
-    flow = FLOW_SHAPE
+    flow = Flow.SHAPE
 
     def check(self, answer: Answer) -> OracleResult:
         return check_chat_structure(answer.resp.status_code, answer.data)

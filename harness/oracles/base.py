@@ -5,6 +5,7 @@ is read (registry.py), so a new oracle is one new file here."""
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, ClassVar
 
 from harness.core.registered import Registered
@@ -15,7 +16,17 @@ from harness.oracles.checks import (
 )
 from harness.payloads.chat import MediaURLs
 
-FLOW_SHAPE, FLOW_PATH, FLOW_ENCODER, FLOW_CONTENT, FLOW_NUMBERS = range(5)
+
+class Flow(IntEnum):
+    """Where in a request's data flow an oracle looks, in the order the data goes: the answer's
+    shape, the path the request took, what the encoder made of the media, the answer's content,
+    its numbers. Where several fail, the earliest names the cause."""
+
+    SHAPE = 0
+    PATH = 1
+    ENCODER = 2
+    CONTENT = 3
+    NUMBERS = 4
 
 
 class Oracle(Registered, root=True):
@@ -31,7 +42,7 @@ class Oracle(Registered, root=True):
     # Where in the request's data flow it looks: the answer's shape, the path the request took,
     # what the encoder made of the media, the answer's content, its numbers. Where several fail,
     # the earliest names the cause (a wrong path explains a wrong number, not the reverse).
-    flow: ClassVar[int] = FLOW_CONTENT
+    flow: ClassVar[Flow] = Flow.CONTENT
 
     def applies(self, scope: Scope) -> bool:
         raise NotImplementedError

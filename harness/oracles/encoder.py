@@ -4,7 +4,7 @@ every process boundary they cross, and the language model's log-probabilities on
 from __future__ import annotations
 
 from harness.oracles.answer import Answer, Scope
-from harness.oracles.base import FLOW_ENCODER, FLOW_NUMBERS, Answered
+from harness.oracles.base import Answered, Flow
 from harness.oracles.boundary import check_boundaries
 from harness.oracles.checks import (
     OracleResult,
@@ -33,7 +33,7 @@ class EncoderOutput(Answered):
     name = "encoder rows"
     order = 55
     tier = "cpu"
-    flow = FLOW_ENCODER
+    flow = Flow.ENCODER
 
     def applies(self, scope: Scope) -> bool:
         return super().applies(scope) and scope.through_encoder and scope.settings.model_answer
@@ -97,7 +97,7 @@ class RowsAcrossRoles(Answered):
     name = "rows across roles"
     order = 56
     tier = "cpu"
-    flow = FLOW_ENCODER
+    flow = Flow.ENCODER
 
     def applies(self, scope: Scope) -> bool:
         return (
@@ -123,7 +123,7 @@ class RowsLogProbs(Answered):
     order = 75
     tier = "cpu"
     reads_content = True
-    flow = FLOW_NUMBERS
+    flow = Flow.NUMBERS
 
     def applies(self, scope: Scope) -> bool:
         return super().applies(scope) and scope.through_encoder and scope.settings.model_answer

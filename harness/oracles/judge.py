@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
-from harness.oracles.base import FLOW_ENCODER, FLOW_NUMBERS, Oracle
+from harness.oracles.base import Flow, Oracle
 from harness.oracles.checks import OracleResult
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable, applicable_to_case
@@ -51,7 +51,7 @@ class CaseJudge:
     settings: JudgeSettings = field(default_factory=JudgeSettings)
     content_passed: int = 0  # oracles that read an answer's content and vouched for it
     # the last answer judged on the CPU tier with no numeric oracle that vouched, and why
-    unnumbered: str | None = None
+    unjudged_numerically: str | None = None
 
     def judge(self, answer: Answer) -> list[str]:
         """Checks that held, one line each. Every oracle judges; where any fails, raises the
@@ -72,11 +72,13 @@ class CaseJudge:
                 continue
             if oracle.reads_content and result.passed and result.vouches:
                 self.content_passed += 1
-            if oracle.flow == FLOW_NUMBERS:
+            if oracle.flow == Flow.NUMBERS:
                 numeric.append((result.passed and result.vouches, lines[-1]))
-        self.unnumbered = None
+        self.unjudged_numerically = None
         if self.tier == "cpu" and answer.resp.status_code == 200 and not any(v for v, _ in numeric):
-            self.unnumbered = "; ".join(line for _, line in numeric) or "no numeric oracle applies"
+            self.unjudged_numerically = (
+                "; ".join(line for _, line in numeric) or "no numeric oracle applies"
+            )
         if failed:
             raise self.verdict(answer, failed)
         return lines
@@ -101,7 +103,7 @@ class CaseJudge:
         stage (the path, the encoder's rows) failed: the request may not have reached it."""
         failed.sort(key=lambda pair: (pair[0].flow, pair[0].order))
         first_oracle, first = failed[0]
-        structural = first_oracle.flow <= FLOW_ENCODER
+        structural = first_oracle.flow <= Flow.ENCODER
         others = []
         for oracle, failure in failed[1:]:
             text = failure.message

@@ -4,7 +4,7 @@ tier its log-probabilities within the precision's tolerance."""
 from __future__ import annotations
 
 from harness.oracles.answer import Answer, Scope
-from harness.oracles.base import FLOW_NUMBERS, Answered
+from harness.oracles.base import Answered, Flow
 from harness.oracles.checks import (
     OracleResult,
     check_same_text,
@@ -103,7 +103,7 @@ class LogProbs(Answered):
     tier = "cpu"
     reads_content = True
     defect = "logprobs"
-    flow = FLOW_NUMBERS
+    flow = Flow.NUMBERS
 
     def applies(self, scope: Scope) -> bool:
         return super().applies(scope) and scope.settings.model_answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.core.verdict import Cause
 from harness.oracles.answer import Answer
-from harness.oracles.base import FLOW_PATH, Answered
+from harness.oracles.base import Answered, Flow
 from harness.oracles.checks import (
     OracleResult,
 )
@@ -18,7 +18,7 @@ class RolesServed(Answered):
     name = "path"
     order = 90
     cause = Cause.WRONG_PATH
-    flow = FLOW_PATH
+    flow = Flow.PATH
 
     def check(self, answer: Answer) -> OracleResult:
         if answer.path is None:

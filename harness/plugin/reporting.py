@@ -25,7 +25,7 @@ from harness.plugin.fixtures import RECORD
 from harness.plugin.progress import progress_of, write_relayed
 from harness.report.render import junit_properties
 
-UNNUMBERED = pytest.StashKey[list[tuple[str, str]]]()  # (test id, why) per request
+UNJUDGED_NUMERICALLY = pytest.StashKey[list[tuple[str, str]]]()  # (test id, why) per request
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -37,12 +37,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"serve-harness shard {shard}: {len(plan.of(shard))} case(s), predicted "
             f"{plan.seconds[shard.index - 1]:.0f} s (all shards: {plan.seconds})"
         )
-    blind = config.stash.get(UNNUMBERED, [])
-    if blind:
-        whys = sorted({why for _, why in blind})
+    unjudged = config.stash.get(UNJUDGED_NUMERICALLY, [])
+    if unjudged:
+        whys = sorted({why for _, why in unjudged})
         terminalreporter.write_line(
-            f"serve-harness judged without a numeric oracle: {len(blind)} request(s) "
-            f"({', '.join(sorted({tid for tid, _ in blind}))}), because: {' | '.join(whys)}"
+            f"serve-harness judged without a numeric oracle: {len(unjudged)} request(s) "
+            f"({', '.join(sorted({tid for tid, _ in unjudged}))}), because: {' | '.join(whys)}"
         )
     for line in checkout_lines(config.stash.get(SERVE_CASES, [])):
         terminalreporter.write_line(line)
@@ -87,8 +87,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             case_line(sc.test_id, result["outcome"], why, result["duration_s"])
         )
         report.user_properties.extend(junit_properties(result))  # JUnit <property> for dashboards
-        blind = item.config.stash.setdefault(UNNUMBERED, [])
-        blind += [(sc.test_id, why) for why in result["unjudged_numerically"]]
+        unjudged = item.config.stash.setdefault(UNJUDGED_NUMERICALLY, [])
+        unjudged += [(sc.test_id, why) for why in result["unjudged_numerically"]]
         path = item.config.getoption("--results")
         if path:
             ResultsFile(Path(path)).append(result)

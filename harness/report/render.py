@@ -18,12 +18,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any, Literal
+from typing import Any
 from xml.etree import ElementTree
 
 from harness.report.results import FAILING_OUTCOMES
 
-TableFormat = Literal["md", "html"]
 TABLE_FORMATS = ("md", "html")
 _WHITESPACE = re.compile(r"\s+")
 
