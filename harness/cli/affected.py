@@ -41,7 +41,6 @@ from harness.cli.main import (
     add_profiles_option,
     add_tier_option,
     profiles_in,
-    reports_user_errors,
     tier_chosen,
 )
 from harness.core.paths import REPO_ROOT
@@ -277,7 +276,6 @@ def render(report: AffectedReport, nodeids: bool) -> str:
     return "\n".join(lines)
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     if args.files and args.base:
         raise CliError("give either --base REF or FILE…, not both")

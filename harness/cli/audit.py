@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named, reports_user_errors
+from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named
 from harness.topology.dynamo_src import DynamoSource
 
 ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
@@ -51,7 +51,6 @@ def profile_paths(names: list[str]) -> list[Path]:
     return paths
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     from harness.audit.engine_flags import table
     from harness.audit.runner import audit

@@ -30,7 +30,6 @@ from harness.cli.main import (
     CliError,
     add_profiles_option,
     profiles_in,
-    reports_user_errors,
 )
 from harness.cli.serve_runs import listed_ids, results_root, run_side, tree_at
 from harness.report.results import ResultsFileError, load_results
@@ -323,7 +322,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     checkout = args.checkout.resolve()
     try:

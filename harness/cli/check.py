@@ -23,7 +23,7 @@ import psutil
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.cli.main import add_profiles_option, add_tier_option, profiles_in, reports_user_errors
+from harness.cli.main import add_profiles_option, add_tier_option, profiles_in
 from harness.core.paths import REPO_ROOT, SGLANG_VENV, sglang_venv_left_out
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
@@ -355,7 +355,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     from harness.machine.tier import detect_tier
 

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import psutil
 
-from harness.cli.main import CliError, reports_user_errors
+from harness.cli.main import CliError
 from harness.core.paths import REPO_ROOT, cache_dir, runs_dir
 from harness.core.secrets import redact_env, scrub_text
 from harness.machine.gpu_leases import gpu_registry_file
@@ -450,7 +450,6 @@ def run_in_image(
         return 130
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     results_dir = args.results_dir or runs_dir() / f"docker-{time.strftime('%Y%m%d-%H%M%S')}"
     spec = build_spec(args, results_dir)

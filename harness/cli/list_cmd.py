@@ -15,7 +15,6 @@ from harness.cli.main import (
     add_profiles_option,
     add_tier_option,
     profiles_in,
-    reports_user_errors,
     tier_chosen,
 )
 from harness.core.paths import REPO_ROOT
@@ -255,7 +254,6 @@ def render_shard(args: argparse.Namespace) -> str:
     return "\n".join([*lines, *(f"  {sc.test_id}" for sc in mine)])
 
 
-@reports_user_errors
 def render_blind_faults(faults: list[Fault]) -> str:
     """The catalogue's faults the CPU tier cannot see (`mutate`), each with why."""
     blind = [f for f in faults if f.blind]

@@ -9,12 +9,11 @@ without `ORDER` comes last. Helper modules (this one) define neither function an
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -27,27 +26,6 @@ DEFAULT_CASE = "default"
 
 class CliError(Exception):
     """A user error a subcommand reports on stderr (exit 2) without a traceback."""
-
-
-Run = Callable[[argparse.Namespace], int]
-
-
-def reports_user_errors(run: Run) -> Run:
-    """A subcommand's `run`: user errors print one line on stderr and exit 2, no traceback; a
-    closed stdout (`… | head`) ends quietly as Unix tools do."""
-
-    @functools.wraps(run)
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except (CliError, ProfileError) as exc:
-            print(f"serve-harness {args.command}: {exc}", file=sys.stderr)
-            return 2
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 141
-
-    return wrapped
 
 
 TIER_CHOICES = ("auto", "cpu", "gpu")
@@ -173,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (CliError, ProfileError) as exc:  # a run() that does not report its own
+    except (CliError, ProfileError) as exc:  # every subcommand's user errors: one line, exit 2
         print(f"serve-harness {args.command}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `… | head`: stop quietly, as Unix tools do

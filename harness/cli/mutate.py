@@ -31,7 +31,6 @@ from harness.cli.main import (
     CliError,
     add_profiles_option,
     profiles_in,
-    reports_user_errors,
 )
 from harness.cli.serve_runs import listed_ids, results_root, run_side
 from harness.core.paths import sglang_python
@@ -254,7 +253,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     try:
         catalogue = load_catalogue()

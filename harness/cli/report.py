@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.main import CliError, reports_user_errors
+from harness.cli.main import CliError
 from harness.report import (
     MergeError,
     ResultsFileError,
@@ -64,7 +64,6 @@ def render(
     return "\n".join(parts) + "\n"
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     try:
         results = merge_results([(path, read(path)) for path in args.results])

@@ -17,7 +17,6 @@ from harness.cli.main import (
     add_tier_option,
     case_named,
     profile_named,
-    reports_user_errors,
 )
 from harness.core.verdict import TopologyFailure
 from harness.machine.tier import detect_tier
@@ -100,7 +99,6 @@ def serve_until_interrupted(topo: Topology[Launched]) -> None:
         topo.watch()  # a role that dies ends `up` with its cause
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     profile = profile_named(args.profiles, args.profile)
     case = case_named(profile, args.case)

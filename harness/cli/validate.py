@@ -24,7 +24,6 @@ from harness.cli.main import (
     CliError,
     add_profiles_option,
     profiles_in,
-    reports_user_errors,
 )
 from harness.cli.serve_runs import (
     Rows,
@@ -211,6 +210,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-@reports_user_errors
 def run(args: argparse.Namespace) -> int:
     return MODES[args.mode](args)
