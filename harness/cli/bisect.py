@@ -31,8 +31,7 @@ from harness.cli.main import (
     add_profiles_option,
     profiles_in,
 )
-from harness.cli.serve_runs import listed_ids, results_root, run_side, tree_at
-from harness.report.results import ResultsFileError, load_results
+from harness.cli.serve_runs import listed_ids, results_root, rows_by_id, run_side, tree_at
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
 ORDER = 85  # after `validate` (80) in `serve-harness --help`
@@ -201,12 +200,7 @@ class Runner:
             env = {**os.environ, DYNAMO_SRC_ENV: str(tree)}
             label = f"step {number} at {commit.short}"
             code = run_side(label, ids, out, self.pytest_args, env, strict=False, tool="bisect")
-        results = out / "results.jsonl"
-        try:
-            rows = {r["test_id"]: r for r in load_results(results)} if results.is_file() else {}
-        except ResultsFileError as exc:
-            raise CliError(f"step {number}: {exc}") from None
-        rows = {i: r for i, r in rows.items() if i in ids}
+        rows = rows_by_id(out / "results.jsonl", ids, f"step {number}")
         why = "" if rows else f"no result (pytest exited {code})"
         return Step(commit, rows, SKIP, why, time.monotonic() - started, out)
 

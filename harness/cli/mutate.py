@@ -32,10 +32,10 @@ from harness.cli.main import (
     add_profiles_option,
     profiles_in,
 )
-from harness.cli.serve_runs import listed_ids, results_root, run_side
+from harness.cli.serve_runs import listed_ids, results_root, rows_by_id, run_side
 from harness.core.paths import sglang_python
 from harness.profiles import Profile
-from harness.report.results import FAILING_OUTCOMES, ResultsFileError, load_results
+from harness.report.results import FAILING_OUTCOMES
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 from harness.topology.mutation import (
     CATALOGUE,
@@ -151,12 +151,8 @@ class Runner:
             env = {**os.environ, DYNAMO_SRC_ENV: str(tree)}
             label = fault.name if fault else "unmutated"
             run_side(label, ids, out, self.extra, env, strict=False, tool="mutate")
-        results = out / "results.jsonl"
-        try:
-            rows = {r["test_id"]: r for r in load_results(results)} if results.is_file() else {}
-        except ResultsFileError as exc:
-            raise CliError(f"{label}: {exc}") from None
-        return {i: r for i, r in rows.items() if i in ids}, None, time.monotonic() - started, out
+        rows = rows_by_id(out / "results.jsonl", ids, label)
+        return rows, None, time.monotonic() - started, out
 
 
 def mutate(faults: list[Fault], run: Runner, baseline: bool, outcomes: list[Outcome]) -> None:

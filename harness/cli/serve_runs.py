@@ -61,6 +61,15 @@ def side_rows(
     return rows
 
 
+def rows_by_id(results: Path, ids: list[str], label: str) -> dict[str, dict[str, Any]]:
+    """A run's results of exactly these ids, by id (none where the run wrote no file)."""
+    try:
+        rows = {r["test_id"]: r for r in load_results(results)} if results.is_file() else {}
+    except ResultsFileError as exc:
+        raise CliError(f"{label}: {exc}") from None
+    return {i: r for i, r in rows.items() if i in ids}
+
+
 def run_side(
     side: str,
     ids: list[str],
