@@ -27,6 +27,16 @@ def registered_components(kv_dir: Path) -> set[str]:
     return {str(r.get("component")) for r in _records(kv_dir / "v1" / "instances")}
 
 
+def instance_components(kv_dir: Path) -> dict[int, str]:
+    """{instance id: its component}, as the frontend's router logs a worker (`worker_id=`)."""
+    found = {}
+    for r in _records(kv_dir / "v1" / "instances"):
+        instance = r.get("instance_id")
+        if isinstance(instance, int):
+            found[instance] = str(r.get("component"))
+    return found
+
+
 @dataclass(frozen=True)
 class ModelCard:
     """One registered model card: who registered it, under which name, from which system port

@@ -18,6 +18,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -40,6 +41,7 @@ from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
+from harness.topology.discovery import instance_components
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
@@ -70,6 +72,10 @@ INTERRUPT_GRACE_S = 1.5  # Ctrl-C: the person is waiting
 
 
 D = TypeVar("D", bound=Deployment)
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Dynamo 1.6.1's frontend, when a worker answers a routed request with an error.
+ROUTE_FAILED = re.compile(r"route request failed.*?error\.type=\"?(\w+)\"?.*?worker_id=(\d+)")
 
 
 class Topology(Generic[D]):
@@ -284,6 +290,9 @@ class Topology(Generic[D]):
             if logged is not None:
                 ev["role"] = logged[0]
                 message += f"; role '{logged[0]}' logged: {logged[1]}"
+            elif (rejected := self.rejected_by()) is not None:
+                ev["role"] = rejected[0]
+                message += f"; the frontend's router says worker '{rejected[0]}' {rejected[1]}"
         role = ev.get("role")
         if log_tail is None and role:
             log_tail = self.role_log_tail(role)
@@ -295,6 +304,25 @@ class Topology(Generic[D]):
             **ev,
         )
         return TopologyFailure(cause, message, evidence)
+
+    def rejected_by(self) -> tuple[str, str] | None:
+        """The worker the frontend's router last sent a request that came back as a backend
+        error (its log: "route request failed … error.type=… worker_id=N"), by the component
+        its instance registered (discovery) and the role the profile gives that component."""
+        frontend = next((r.name for r in self.plan.roles if r.kind == "frontend"), None)
+        kv_dir = self.plan.discovery_dir
+        if frontend is None or kv_dir is None:
+            return None
+        text = ANSI.sub("", self.role_log_tail(frontend, 400))
+        failed = ROUTE_FAILED.findall(text)
+        if not failed:
+            return None
+        error, instance = failed[-1]
+        component = instance_components(kv_dir).get(int(instance))
+        roles = [r.name for r in self.plan.workers if r.discovery_component == component]
+        if len(roles) != 1:
+            return None
+        return roles[0], f"failed it ({error}, instance {instance} of component {component})"
 
     def role_log(self, role: str) -> Path | None:
         return self.deployment.role_log(role)
