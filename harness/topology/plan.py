@@ -333,7 +333,9 @@ def resolve(
         env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
     env.update(adapter_env(launch, model, env, ports))
     launcher, args = launch.script, list(launch.args)
-    if launch.choice.origin == "checkout":  # the checkout's own, run under our contract
+    # The checkout's own, run under our contract. Ours (a tree's copy of ours included) runs as
+    # is: it starts its own event broker and names its roles itself.
+    if launch.choice.origin == "checkout" and launcher != launch.launcher:
         launcher, args = CHECKOUT_LAUNCHER, [str(launcher), *args]
     role_names = {r.name for r in launch.roles}  # wide_ports naming neither: the audit says so
     return LaunchPlan(

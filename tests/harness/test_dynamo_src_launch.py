@@ -16,7 +16,7 @@ import pytest
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
+from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
@@ -40,8 +40,7 @@ def nothing_left(topology_id: str, ports: list[int]) -> None:
 
 
 def launch_failure(monkeypatch: pytest.MonkeyPatch, checkout: Path) -> TopologyFailure:
-    monkeypatch.setenv(DYNAMO_SRC_ENV, str(checkout))
-    topo = launch(LaunchSpec.of(PROFILE, "cpu", PROFILE.cases[0]))
+    topo = launch(LaunchSpec.of(PROFILE, "cpu", PROFILE.cases[0], source=DynamoSource(checkout)))
     ports = list(topo.plan.ports.values())
     with pytest.raises(TopologyFailure) as failure, topo:
         pass
