@@ -116,6 +116,8 @@ def judge_requests(
         except TopologyFailure as failure:
             pool.discard(failure)
             raise
+        # what crossed while the request itself was served: its twins are sent after it
+        crossed_own = names_before(tap_dir(topo)) - crossed_before
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         path, after = settled_path(topo, request, before, sc.profile.replicas)
         ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
@@ -136,6 +138,7 @@ def judge_requests(
             sent=declared_requests(scope, urls, topo),
             tap_dir=tap_dir(topo),
             crossed_before=crossed_before,
+            crossed_own=crossed_own,
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
         )
         if resp.status_code == 200:

@@ -113,6 +113,8 @@ class Answer:
     tap_dir: Path | None = None
     # the rows' files that had crossed a boundary before this request (oracles/boundary.py)
     crossed_before: frozenset[str] | None = None
+    # of those that crossed after it, the ones written before its answer came (its own rows)
+    crossed_own: frozenset[str] | None = None
     # how the frontend's image-token histogram moved over the request (None: not observed)
     image_tokens: ImageTokenTally | None = None
 
@@ -174,8 +176,8 @@ class Answer:
         if self.tap_dir is None or inputs is None or "pixel_values" not in inputs:
             return None
         rows = tapped_rows(self.tap_dir, inputs["pixel_values"])
-        if rows is None and self.crossed_before is not None:  # SGLang's: by order, not pixels
-            rows = first_encoded(self.tap_dir, self.crossed_before)
+        if rows is None and self.crossed_own is not None:  # SGLang's: by when, not by pixels
+            rows = first_encoded(self.tap_dir, self.crossed_own)
         return rows
 
     @cached_property

@@ -150,10 +150,11 @@ def check_boundaries(tap_dir: Path, before: frozenset[str]) -> OracleResult:
     )
 
 
-def first_encoded(tap_dir: Path, before: frozenset[str]) -> torch.Tensor | None:
-    """The rows SGLang's encode worker's vision model computed first after `before`: the
-    request's own (the requests sent with it follow it), shape (1, rows, width)."""
-    new = [t for t in tapped(tap_dir) if t.kind == ENCODED and t.path.name not in before]
+def first_encoded(tap_dir: Path, own: frozenset[str]) -> torch.Tensor | None:
+    """The rows SGLang's encode worker's vision model computed for the request itself: among
+    `own` (what was written while it was served, before the requests sent with it), the first;
+    None where it encoded nothing (an embedding-cache hit), shape (1, rows, width)."""
+    new = [t for t in tapped(tap_dir) if t.kind == ENCODED and t.path.name in own]
     if not new:
         return None
     first = min(new, key=lambda t: int(t.path.stem.rsplit("-", 1)[1]))

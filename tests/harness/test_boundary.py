@@ -66,9 +66,20 @@ def test_only_what_crossed_during_the_request_is_judged(tmp_path: Path, rows: to
     assert not check_boundaries(tmp_path, frozenset()).passed
 
 
-def test_the_request_s_own_encoder_rows_come_first(tmp_path: Path, rows: torch.Tensor) -> None:
+def test_the_request_s_own_encoder_rows_are_the_ones_written_while_it_was_served(
+    tmp_path: Path, rows: torch.Tensor
+) -> None:
     before = names_before(tmp_path)
-    write(tmp_path, "encoded-encode-1-10", rows[0] + 1)  # a twin, sent after the request
     write(tmp_path, "encoded-encode-1-9", rows[0])
-    found = first_encoded(tmp_path, before)
+    own = names_before(tmp_path) - before
+    write(tmp_path, "encoded-encode-1-10", rows[0] + 1)  # a twin, sent after the request
+    found = first_encoded(tmp_path, own)
     assert found is not None and torch.equal(found, rows)
+
+
+def test_an_embedding_cache_hit_has_no_rows_of_its_own(tmp_path: Path, rows: torch.Tensor) -> None:
+    """The request's image came from the encoder's cache; only its twin was encoded: no rows,
+    never the twin's taken for the request's (measured: 0.899 from the model's own)."""
+    own = names_before(tmp_path)  # nothing written while it was served
+    write(tmp_path, "encoded-encode-1-1", rows[0] + 1)
+    assert first_encoded(tmp_path, own) is None
