@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness.core.paths import sglang_python, sglang_venv_left_out
+from harness.core.paths import REPO_ROOT, sglang_python, sglang_venv_left_out
 from harness.machine.engines import missing_engine
 from harness.machine.gpu_leases import shortfall
 from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import plan_memory
 from harness.oracles.serving import with_filler
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.topology.dynamo_patch import patched_once
 from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology
@@ -99,7 +100,16 @@ class ServeCase:
     @cached_property
     def launch_spec(self) -> LaunchSpec:
         """The launch this case runs on (a profile without this tier has none: ValueError)."""
-        return LaunchSpec.of(self.profile, self.tier, self.case, source=self.source)
+        return LaunchSpec.of(self.profile, self.tier, self.case, source=self.dynamo_under_test)
+
+    @property
+    def dynamo_under_test(self) -> DynamoSource | None:
+        """The checkout under test; with none, on the CPU tier, the installed ai-dynamo with the
+        case's `cpu_dynamo_patch` applied where it declares one."""
+        patch = self.case.cpu_dynamo_patch
+        if self.source is not None or self.tier != "cpu" or patch is None:
+            return self.source
+        return DynamoSource(patched_once(REPO_ROOT / patch.file))
 
     @property
     def signature(self) -> str | None:

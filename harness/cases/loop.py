@@ -21,7 +21,7 @@ from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit
-from harness.payloads.chat import MediaURLs, request_body
+from harness.payloads.chat import MediaURLs, fill_bodies, request_body
 from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
 from harness.topology.held_request import HeldRequest
@@ -106,7 +106,10 @@ def judge_requests(
     for request in requests:
         repeat_of_case = request is requests[0]
         scope = Scope(request, sc.tier, sc.profile, judging.settings)
-        body = request_body(request, urls, TOP_LOGPROBS if sc.tier == "cpu" else None)
+        top_logprobs = TOP_LOGPROBS if sc.tier == "cpu" else None
+        body = request_body(request, urls, top_logprobs)
+        send_fills(topo, request, urls)
+        log_sizes = role_log_sizes(topo) if request.log_line else {}
         before = topo.role_counters()
         routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
         frontend_before = topo.frontend_tally() if request.image_token_metrics or routed else None
@@ -140,6 +143,10 @@ def judge_requests(
             crossed_before=crossed_before,
             crossed_own=crossed_own,
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
+            model_body=request_body(request, urls, top_logprobs, as_model_sees_it=True)
+            if "image_uuid" in request.media
+            else None,
+            logged=logged_since(topo, log_sizes),
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
@@ -161,6 +168,38 @@ def judge_requests(
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
     run.statuses, run.end_counts, run.held = declared_while_busy(run.scope, topo)
     record.checks += judge.judge_case(run)
+
+
+def send_fills(topo: Topology[Any], request: RequestSpec, urls: MediaURLs) -> None:
+    """The requests that push the uuid's rows out of the engine's encoder cache before
+    `request` (RequestSpec.encoder_cache_fills); one that is not answered 200 fails the case."""
+    for n, body in enumerate(fill_bodies(request, urls), 1):
+        resp = topo.post_chat(body)
+        if resp.status_code != 200:
+            raise topo.failure(
+                Cause.HTTP_ERROR,
+                f"encoder-cache fill {n} of {request.encoder_cache_fills} (uuid "
+                f"{body['messages'][0]['content'][0]['uuid']}): HTTP {resp.status_code}: "
+                f"{resp.text[:300]}",
+            )
+
+
+def role_log_sizes(topo: Topology[Any]) -> dict[str, int]:
+    """How long each role's log is now (where this machine has it)."""
+    logs = {role.name: topo.role_log(role.name) for role in topo.plan.workers}
+    return {role: path.stat().st_size for role, path in logs.items() if path and path.is_file()}
+
+
+def logged_since(topo: Topology[Any], sizes: dict[str, int]) -> dict[str, str]:
+    """What each role's log gained since `sizes` (role_log_sizes)."""
+    gained = {}
+    for role, size in sizes.items():
+        path = topo.role_log(role)
+        if path is not None:
+            with path.open("rb") as log:
+                log.seek(size)
+                gained[role] = log.read().decode(errors="replace")
+    return gained
 
 
 def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str, Response]:

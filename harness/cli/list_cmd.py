@@ -21,7 +21,7 @@ from harness.core.paths import REPO_ROOT
 from harness.core.precision import family_dtype, precision_of
 from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
-from harness.profiles import Profile, Tier
+from harness.profiles import CaseSpec, Profile, Tier
 from harness.profiles.load import mark_names
 from harness.profiles.schema import CADENCE_MARKS
 from harness.profiles.upstream import (
@@ -143,6 +143,14 @@ def skip_reason(profile: Profile, tier: Tier, sc: ServeCase) -> str | None:
     return sc.skip_reason(None)
 
 
+def patch_line(case: CaseSpec, tier: Tier) -> str | None:
+    """What Dynamo a case with a `cpu_dynamo_patch` runs on (without --dynamo-src)."""
+    patch = case.cpu_dynamo_patch
+    if tier != "cpu" or patch is None:
+        return None
+    return f"the installed ai-dynamo with {patch.file} applied: {patch.why}"
+
+
 def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str, Any]]:
     rows = []
     upstream = upstream_ids()
@@ -163,6 +171,7 @@ def case_rows(profiles: list[Profile], tiers: tuple[Tier, ...]) -> list[dict[str
                         "skip": skip_reason(profile, tier, sc),
                         "oracles": [o.describe() for o in case_oracles(case, tier, profile)],
                         "case_oracles": list(case_checks(case, tier, profile)),
+                        "dynamo_patch": patch_line(case, tier),
                     }
                 )
     return rows
@@ -187,6 +196,8 @@ def render_text(rows: list[dict[str, Any]]) -> str:
                 line += f"\n  {'':<{width}}  {label}: {oracles}"
             if row["case_oracles"]:
                 line += f"\n  {'':<{width}}  then together: {', '.join(row['case_oracles'])}"
+            if row.get("dynamo_patch"):
+                line += f"\n  {'':<{width}}  runs on: {row['dynamo_patch']}"
         lines.append(line)
     return "\n".join(lines)
 

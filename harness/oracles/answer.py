@@ -117,6 +117,16 @@ class Answer:
     crossed_own: frozenset[str] | None = None
     # how the frontend's image-token histogram moved over the request (None: not observed)
     image_tokens: ImageTokenTally | None = None
+    # the request as the model sees it where that differs from `body` (media sent by uuid
+    # alone: the image the uuid names), what its own answer is computed on
+    model_body: dict[str, Any] | None = None
+    # what each role's log gained while the request was served
+    logged: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def seen(self) -> dict[str, Any]:
+        """The request as the model sees it (`model_body`, else `body`)."""
+        return self.body if self.model_body is None else self.model_body
 
     @property
     def request(self) -> RequestSpec:
@@ -138,7 +148,7 @@ class Answer:
     @cached_property
     def counts(self) -> ProcessorCounts | None:
         """The model processor's own counts (None where it cannot mirror vLLM's)."""
-        return processor_counts(self.model_dir, self.body["messages"], self.urls.fetch, self.stack)
+        return processor_counts(self.model_dir, self.seen["messages"], self.urls.fetch, self.stack)
 
     @property
     def precision(self) -> Precision:
@@ -151,13 +161,13 @@ class Answer:
         """The model's own greedy answer and its log-probabilities (reference.py), computed in
         the checkpoint's dtype."""
         dtype = self.precision.dtype
-        return reference(self.model_dir, self.body, self.urls.fetch, dtype, self.stack)
+        return reference(self.model_dir, self.seen, self.urls.fetch, dtype, self.stack)
 
     @cached_property
     def exact_reference(self) -> Reference | None:
         """The model's own greedy answer computed in float64: what a float32 reference's own
         rounding is judged against (LogProbs, where the float32 one disagrees)."""
-        return reference(self.model_dir, self.body, self.urls.fetch, "float64", self.stack)
+        return reference(self.model_dir, self.seen, self.urls.fetch, "float64", self.stack)
 
     @property
     def reference_ids(self) -> list[int] | None:
@@ -166,7 +176,7 @@ class Answer:
     @cached_property
     def inputs(self) -> Any | None:
         """The model's own processor outputs for the request (None: not mirrored)."""
-        return processor_inputs(self.model_dir, self.body["messages"], self.urls.fetch, self.stack)
+        return processor_inputs(self.model_dir, self.seen["messages"], self.urls.fetch, self.stack)
 
     @cached_property
     def encoder_rows(self) -> torch.Tensor | None:
@@ -187,7 +197,7 @@ class Answer:
         if rows is None:
             return None
         return reference_on_rows(
-            self.model_dir, self.body, self.urls.fetch, rows, self.scope.kv_handoff, self.stack
+            self.model_dir, self.seen, self.urls.fetch, rows, self.scope.kv_handoff, self.stack
         )
 
 

@@ -70,7 +70,8 @@ class Relation(Answered):
         twin = self.twin(scope)
         media = urls.other if twin.other_media else urls
         assert media is not None, "MediaURLs.serve gives every medium its other"
-        derived = scope.request.model_copy(update={"media": list(twin.media)})
+        # no uuid: under the request's own uuid a cache would serve the twin the request's rows
+        derived = scope.request.model_copy(update={"media": list(twin.media), "uuid": None})
         return {self.relation: request_body(derived, media)}
 
     def check(self, answer: Answer) -> OracleResult:

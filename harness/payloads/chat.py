@@ -17,6 +17,7 @@ PART_TYPE = {
     "video_b64": "video_url",
     "image_url_bare": "image_url",
     "image_url_missing": "image_url",
+    "image_uuid": "image_url",
 }
 MALFORMED: set[MediaKind] = {"image_url_bare", "image_url_missing"}
 MISSING_FILE = "missing.png"
@@ -53,19 +54,32 @@ class MediaURLs:
         )
 
     def url(self, kind: MediaKind) -> str:
-        return str(getattr(self, "image_url" if kind == "image_url_bare" else kind))
+        return str(getattr(self, "image_url" if kind in ("image_url_bare", "image_uuid") else kind))
 
     def fetch(self, url: str) -> bytes:
         """Bytes behind one of our http URLs (for the token-count oracle, without HTTP)."""
         return self.files[url].read_bytes()
 
 
-def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: MediaURLs) -> dict:
+def chat_body(
+    prompt: str,
+    media: Iterable[MediaKind],
+    max_tokens: int,
+    urls: MediaURLs,
+    uuid: str | None = None,
+    as_model_sees_it: bool = False,
+) -> dict:
+    """`uuid`: every media part carries it; `as_model_sees_it`: a uuid-only part holds the image
+    its uuid was sent with (what the model's own answer is computed on)."""
     parts: list[dict[str, Any]] = []
     for kind in media:
         part = PART_TYPE[kind]
-        value = urls.url(kind) if kind == "image_url_bare" else {"url": urls.url(kind)}
-        parts.append({"type": part, part: value})
+        value: Any = {"url": urls.url(kind)}
+        if kind == "image_url_bare":
+            value = urls.url(kind)
+        elif kind == "image_uuid" and not as_model_sees_it:
+            value = None
+        parts.append({"type": part, part: value} | ({"uuid": uuid} if uuid else {}))
     parts.append({"type": "text", "text": prompt})
     return {
         "messages": [{"role": "user", "content": parts}],
@@ -75,10 +89,18 @@ def chat_body(prompt: str, media: Iterable[MediaKind], max_tokens: int, urls: Me
     }
 
 
-def request_body(request: RequestSpec, urls: MediaURLs, top_logprobs: int | None = None) -> dict:
+def request_body(
+    request: RequestSpec,
+    urls: MediaURLs,
+    top_logprobs: int | None = None,
+    as_model_sees_it: bool = False,
+) -> dict:
     """The request as sent; `top_logprobs`: each token's log-probability and that many
-    alternatives come back too (the CPU tier's logprobs oracle)."""
-    body = chat_body(request.prompt, request.media, request.max_tokens, urls)
+    alternatives come back too (the CPU tier's logprobs oracle); `as_model_sees_it`: media sent
+    by uuid alone as the image it names."""
+    body = chat_body(
+        request.prompt, request.media, request.max_tokens, urls, request.uuid, as_model_sees_it
+    )
     if request.string_content:
         body["messages"][0]["content"] = request.prompt
     if top_logprobs:
@@ -86,11 +108,21 @@ def request_body(request: RequestSpec, urls: MediaURLs, top_logprobs: int | None
     return body
 
 
+def fill_bodies(request: RequestSpec, urls: MediaURLs) -> list[dict]:
+    """The requests that push `request.uuid`'s rows out of the engine's encoder cache
+    (`encoder_cache_fills`): the case's image, each under a uuid of its own, one token each."""
+    assert request.uuid is not None
+    return [
+        chat_body(request.prompt, ["image_url"], 1, urls, f"{request.uuid}-fill-{n}")
+        for n in range(1, request.encoder_cache_fills + 1)
+    ]
+
+
 def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True) -> list[dict]:
     """One short request per media kind so every stage has served before timing, and one with
     no media where the cases send one (`text`): Dynamo's SGLang E/PD encode worker, which faces
     the frontend, refuses a request with no media ("multi_modal_data is required")."""
     bodies = [chat_body("Say hello.", [], 2, urls)] if text else []
-    for kind in sorted(set(kinds) - MALFORMED):
+    for kind in sorted(set(kinds) - MALFORMED - {"image_uuid"}):  # uuid alone: nothing to warm
         bodies.append(chat_body(WARMUP_PROMPT[kind.split("_")[0]], [kind], 2, urls))
     return bodies

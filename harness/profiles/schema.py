@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.core.paths import REPO_ROOT
+
 MediaKind = Literal[
     "image_url",
     "image_b64",
@@ -15,6 +17,8 @@ MediaKind = Literal[
     # Bad input a client sends by mistake: the server must refuse it and keep serving.
     "image_url_bare",  # `"image_url": "http://…"` (a string, not {"url": …})
     "image_url_missing",  # a URL the asset server answers 404
+    # the request's `uuid` alone (`"image_url": null`): the image an earlier request sent under it
+    "image_uuid",
 ]
 Tier = Literal["cpu", "gpu"]
 CADENCE_MARKS = ("pre_merge", "post_merge", "nightly")
@@ -206,6 +210,15 @@ class RequestSpec(Strict):
     # The frontend's image-token histogram records this request (upstream's image_token_metrics
     # check): one image-bearing request, and on the CPU tier the processor's image tokens.
     image_token_metrics: bool = False
+    # Every media part carries this uuid (vLLM's and Dynamo's `"uuid"` of a content part: the
+    # media's identity in every cache, upstream's uuid pass-through payload).
+    uuid: str | None = None
+    # Sent first: this many more requests of the same image, each under its own uuid, so the
+    # engine's own encoder cache no longer holds this uuid's rows (what upstream's one eviction
+    # fill means to do); each must answer 200.
+    encoder_cache_fills: int = Field(default=0, ge=0)
+    # A line some role's log gains while the request is served (upstream's `expected_log`).
+    log_line: str | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -222,6 +235,10 @@ class RequestSpec(Strict):
             raise ValueError("path overrides need path_reason (why this request takes that path)")
         if self.string_content and self.media:
             raise ValueError("string_content carries the prompt alone: no media")
+        if ("image_uuid" in self.media or self.encoder_cache_fills) and not self.uuid:
+            raise ValueError(
+                "image_uuid and encoder_cache_fills name the media by its uuid: set uuid"
+            )
         return self
 
 
@@ -236,12 +253,25 @@ class CacheHit(Strict):
     cpu_prompt_filler_repeats: int = Field(default=0, ge=0)
 
 
+class DynamoPatch(Strict):
+    file: str  # relative to the repository, e.g. docs/patches/dynamo-1.6.1-….patch
+    why: str  # the defect it fixes (docs/upstream-defects.md)
+
+    @field_validator("file")
+    @classmethod
+    def _exists(cls, value: str) -> str:
+        if not (REPO_ROOT / value).is_file():
+            raise ValueError(f"no such patch: {value}")
+        return value
+
+
 class CaseSpec(RequestSpec):
     suffix: str = ""
     # The test id where upstream Dynamo names the case outside `mm_{topology}_{model}[_{suffix}]`
     # (its SGLang cases: `multimodal_e_pd_qwen`, …).
     id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     launcher_args: list[str] = []
+    env: dict[str, str] = {}  # on top of the profile's and its tier's (its launch's own)
     marks: list[str] = []
     follow_ups: list[RequestSpec] = []
     cache_hit: CacheHit | None = None
@@ -250,6 +280,9 @@ class CaseSpec(RequestSpec):
     embedding_cache_hit: bool = False
     cpu_skip: str | None = None
     gpu_skip: str | None = None
+    # On the CPU tier, with no Dynamo checkout under test: the installed ai-dynamo with this
+    # patch applied (a proven upstream defect that ends the engine there), said in the result.
+    cpu_dynamo_patch: DynamoPatch | None = None
 
     @model_validator(mode="after")
     def _cache_hit_needs_repeats(self) -> CaseSpec:

@@ -5,12 +5,15 @@ front of the installed package. Nothing installed is modified."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 from pathlib import Path
 
+from harness.core.paths import runs_dir
 from harness.topology.dynamo_src import PYTHON_ONLY
 
 TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
@@ -63,3 +66,22 @@ def patched_checkout(patch: Path, out_dir: Path, site: Path | None = None) -> Pa
             f"{(done.stdout + done.stderr).strip()[-400:]}"
         )
     return out_dir
+
+
+def patched_once(patch: Path, site: Path | None = None) -> Path:
+    """The patched checkout of `patch` on the installed packages, built once under the runs
+    directory and shared by every launch that asks for it (a case's `cpu_dynamo_patch`); kept,
+    like the runs' logs, so a run can be read back."""
+    site = site or Path(sysconfig.get_paths()["purelib"])
+    digest = hashlib.sha256(patch.read_bytes() + str(site).encode()).hexdigest()[:12]
+    out = runs_dir() / "dynamo-patched" / f"{patch.stem}-{digest}"
+    if (out / PYTHON_ONLY).is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    built = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    patched_checkout(patch, built, site)
+    try:
+        built.rename(out)
+    except OSError:  # another process built it first
+        shutil.rmtree(built, ignore_errors=True)
+    return out

@@ -60,7 +60,7 @@ class LaunchSpec:
     choice: LauncherChoice  # what runs: ours, or the checkout's (choose_launcher)
     source: DynamoSource | None  # the Dynamo checkout under test (--dynamo-src)
     args: tuple[str, ...]  # launcher_args
-    env: Mapping[str, str]  # the profile's, then its tier's
+    env: Mapping[str, str]  # the profile's, then its tier's, then the case's
     roles: tuple[RoleSpec, ...]
     budget: Budget  # the tier's
     gpu: GpuTierSpec  # the profile's GPU tier (the memory plan reads it)
@@ -85,7 +85,7 @@ class LaunchSpec:
         launcher = root / profile.launcher
         choice = choose_launcher(profile, case, launcher, source)
         args = tuple(launcher_args(profile, tier, case, choice))
-        env = {**profile.env, **spec.env}
+        env = {**profile.env, **spec.env, **case.env}
         roles = tuple(profile.roles)
         key = {
             "launcher": str(choice.script),
@@ -95,6 +95,8 @@ class LaunchSpec:
             "tier": tier,
             "roles": [r.model_dump() for r in roles],
         }
+        if source is not None:  # the same launcher on another Dynamo is another launch
+            key["source"] = str(source.root)
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
         return cls(
             name=profile.name,

@@ -87,6 +87,10 @@ KEEP_VALUED = {
     "--multimodal-embedding-cache-capacity-gb",
     "--connector",
     "--router-mode",
+    # the engine's step and encoder budget, not memory: it also sizes vLLM's encoder cache
+    # (upstream's uuid pass-through passes 280, one Gemma-4 image)
+    "--max-num-batched-tokens",
+    "--mm-processor-cache-gb",  # a cap on host memory for processed media, on either tier
 }
 # GPU-only sizing the CPU tier's own flags replace (launchers/lib/cpu_engine_args).
 REPLACED_VALUED = {
@@ -94,7 +98,6 @@ REPLACED_VALUED = {
     "--kv-cache-memory-bytes",
     "--max-model-len",
     "--dtype",
-    "--max-num-batched-tokens",
     "--block-size",
     "--tensor-parallel-size",
 }

@@ -184,7 +184,7 @@ def test_the_pre_merge_gate_lists_what_runs_and_why_the_rest_does_not(
     assert "  run: mm_agg_router_qwen3.5-0.8b\n" in gate
     assert gate.count("  run: mm_agg_gemma4-e2b-it\n") == 1  # not again for XPU's file
     assert "  run: mm_agg_gemma4-e2b-it\n" in gate
-    assert "  mm_agg_gemma4-e2b-it_uuid_passthrough [vllm]: not yet carried: its payload" in gate
+    assert "  run: mm_agg_gemma4-e2b-it_uuid_passthrough\n" in gate
     assert "  run: video_e_pd_qwen\n" in gate  # judged on CPU since the layout defect was found
     assert "  mm_agg_video_qwen3-vl-2b_frontend_decoding [vllm]: skipped on the cpu tier: " in gate
     assert 'run them: scripts/serve-suite --tier cpu -m "pre_merge and upstream"' in gate
