@@ -111,7 +111,9 @@ def request_body(
 def fill_bodies(request: RequestSpec, urls: MediaURLs) -> list[dict]:
     """The requests that push `request.uuid`'s rows out of the engine's encoder cache
     (`encoder_cache_fills`): the case's image, each under a uuid of its own, one token each."""
-    assert request.uuid is not None
+    if not request.encoder_cache_fills:
+        return []
+    assert request.uuid is not None  # RequestSpec refuses fills without one
     return [
         chat_body(request.prompt, ["image_url"], 1, urls, f"{request.uuid}-fill-{n}")
         for n in range(1, request.encoder_cache_fills + 1)

@@ -119,3 +119,7 @@ def test_the_case_runs_on_the_installed_dynamo_with_its_patch(tmp_path, monkeypa
     unpatched = LaunchSpec.of(GEMMA4, "cpu", CASE)
     assert unpatched.signature != case.launch_spec.signature  # never one launch for both
     assert ServeCase(GEMMA4, CASE, "gpu").dynamo_under_test is None
+
+
+def test_a_request_without_fills_sends_none() -> None:
+    assert fill_bodies(RequestSpec(prompt="x", media=["image_url"]), URLS) == []
