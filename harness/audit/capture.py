@@ -26,7 +26,7 @@ from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
 from harness.topology.dynamo_src import DynamoSource
 from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import LaunchPlan, contract_of, resolve
+from harness.topology.plan import LaunchPlan, resolve
 from harness.topology.role_adapter import DRY_ENV, REAL_PYTHON_ENV
 
 
@@ -106,7 +106,7 @@ class Capture:
 
 
 def fake_ports(launch: LaunchSpec, root: Path) -> dict[str, int]:
-    names = contract_of(launch).names
+    names = launch.port_contract.names
     return {name: FAKE_PORT_BASE + i for i, name in enumerate(names)}
 
 

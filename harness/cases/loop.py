@@ -4,10 +4,8 @@ case's answers together (`run_case`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from requests import Response
 
@@ -16,7 +14,6 @@ from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.boundary import names_before
-from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
@@ -24,13 +21,12 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.payloads.chat import MediaURLs, fill_bodies, request_body
 from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
-from harness.topology.held_request import HeldRequest
+from harness.topology.measured import Watch, measure
+from harness.topology.observed import RunningTopology
 from harness.topology.plan import ENCODER_TAP_ENV
 from harness.topology.role_adapter import no_port_roles
 from harness.topology.roles import (
-    FrontendTally,
     WorkerCounters,
-    prompt_tokens_ran,
     requests_of,
 )
 from harness.topology.topology import Topology
@@ -103,31 +99,35 @@ def judge_requests(
     case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
     requests = sc.requests
+    tap = tap_dir(topo)
+    crossed = (lambda: names_before(tap)) if tap else None
     for request in requests:
         repeat_of_case = request is requests[0]
         scope = Scope(request, sc.tier, sc.profile, judging.settings)
         top_logprobs = TOP_LOGPROBS if sc.tier == "cpu" else None
         body = request_body(request, urls, top_logprobs)
         send_fills(topo, request, urls)
-        log_sizes = role_log_sizes(topo) if request.log_line else {}
-        before = topo.role_counters()
         routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)
-        frontend_before = topo.frontend_tally() if request.image_token_metrics or routed else None
-        crossed_before = names_before(tap_dir(topo))
+        replicas = sc.profile.replicas
+        expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
+        watch = Watch(
+            settled=lambda b, a, e=expected: check_path(e, requests_of(b), requests_of(a)).passed,
+            image_tokens=request.image_token_metrics,
+            router=routed,
+            logs=request.log_line is not None,
+            crossed=crossed,
+        )
         try:
-            resp = topo.post_chat(body)
+            seen = measure(topo, body, watch)
         except TopologyFailure as failure:
             pool.discard(failure)
             raise
-        # what crossed while the request itself was served: its twins are sent after it
-        crossed_own = names_before(tap_dir(topo)) - crossed_before
+        resp, frontend = seen.resp, seen.frontend
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
-        path, after = settled_path(topo, request, before, sc.profile.replicas)
-        ran = prompt_tokens_ran(before, after) if resp.status_code == 200 else {}
-        frontend = settled_frontend(topo, frontend_before, request.image_token_metrics, routed)
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             usage = resp.json().get("usage")
-            hits.append(request_hit(usage, before, after, frontend.router if frontend else None))
+            router = frontend.router if frontend else None
+            hits.append(request_hit(usage, seen.before, seen.after, router))
         answer = Answer(
             scope,
             body,
@@ -136,17 +136,17 @@ def judge_requests(
             urls,
             judging.baselines,
             signature,
-            ran=ran,
-            path=path,
+            ran=seen.ran,
+            path=check_path(expected, requests_of(seen.before), requests_of(seen.after)),
             sent=declared_requests(scope, urls, topo),
-            tap_dir=tap_dir(topo),
-            crossed_before=crossed_before,
-            crossed_own=crossed_own,
+            tap_dir=tap,
+            crossed_before=seen.crossed_before,
+            crossed_own=seen.crossed_own,
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
             model_body=request_body(request, urls, top_logprobs, as_model_sees_it=True)
             if "image_uuid" in request.media
             else None,
-            logged=logged_since(topo, log_sizes),
+            logged=seen.logged,
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content
@@ -184,25 +184,9 @@ def send_fills(topo: Topology[Any], request: RequestSpec, urls: MediaURLs) -> No
             )
 
 
-def role_log_sizes(topo: Topology[Any]) -> dict[str, int]:
-    """How long each role's log is now (where this machine has it)."""
-    logs = {role.name: topo.role_log(role.name) for role in topo.plan.workers}
-    return {role: path.stat().st_size for role, path in logs.items() if path and path.is_file()}
-
-
-def logged_since(topo: Topology[Any], sizes: dict[str, int]) -> dict[str, str]:
-    """What each role's log gained since `sizes` (role_log_sizes)."""
-    gained = {}
-    for role, size in sizes.items():
-        path = topo.role_log(role)
-        if path is not None:
-            with path.open("rb") as log:
-                log.seek(size)
-                gained[role] = log.read().decode(errors="replace")
-    return gained
-
-
-def declared_requests(scope: Scope, urls: MediaURLs, served: Served) -> dict[str, Response]:
+def declared_requests(
+    scope: Scope, urls: MediaURLs, served: RunningTopology
+) -> dict[str, Response]:
     """The requests the answer's oracles need answered to judge it (Oracle.sends), sent one
     after another on the same launch, by the name each oracle gave."""
     bodies: dict[str, dict[str, Any]] = {}
@@ -219,7 +203,7 @@ HOLD_ATTEMPTS = 3
 
 
 def declared_while_busy(
-    scope: CaseScope, served: Served
+    scope: CaseScope, served: RunningTopology
 ) -> tuple[list[int], dict[str, float | None], bool]:
     """The requests the case's oracles send while one worker is busy (CaseOracle.sends_while_busy:
     a router's spread): each hold streamed and held open while its rest are sent one after
@@ -245,18 +229,6 @@ def declared_while_busy(
     return statuses, served.request_counts(), held
 
 
-class Served(Protocol):
-    """The launch the case loop sends an oracle's declared requests on (topology.Topology)."""
-
-    def post_chat(
-        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
-    ) -> Response: ...
-
-    def held_chat(self, body: dict[str, Any]) -> HeldRequest: ...
-
-    def request_counts(self) -> dict[str, float | None]: ...
-
-
 def tap_dir(topo: Topology[Any]) -> Path | None:
     """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
     tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
@@ -272,44 +244,3 @@ def embedding_hits_of(
         for role, end in after.items()
         for start in [before.get(role)]
     }
-
-
-def settled_frontend(
-    topo: Topology[Any], before: FrontendTally | None, images: bool, routed: bool
-) -> FrontendTally | None:
-    """How the frontend's histograms moved over a request (it may record just after answering:
-    waits until the image-token one moved where `images`, the router's where `routed`), or None
-    where they were not read."""
-    if before is None:
-        return None
-    deadline = time.monotonic() + PATH_SETTLE_S
-    while True:
-        after = topo.frontend_tally()
-        if after is None:
-            return None
-        moved = after.since(before)
-        settled = (moved.image.requests or not images) and (moved.router.decisions or not routed)
-        if settled or time.monotonic() > deadline:
-            return moved
-        time.sleep(0.1)
-
-
-PATH_SETTLE_S = 1.0  # a counter scraped right after the answer may not have moved yet
-
-
-def settled_path(
-    topo: Topology[Any],
-    request: RequestSpec,
-    before: dict[str, WorkerCounters | None],
-    replicas: Sequence[str] = (),
-) -> tuple[OracleResult, dict[str, WorkerCounters | None]]:
-    """The path check of one request (the roles that served it are the ones its topology and
-    media say must) and the counters it settled on (each role's prompt tokens, for the judge)."""
-    expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
-    deadline = time.monotonic() + PATH_SETTLE_S
-    while True:
-        after = topo.role_counters()
-        result = check_path(expected, requests_of(before), requests_of(after))
-        if result.passed or time.monotonic() > deadline:
-            return result, after
-        time.sleep(0.1)

@@ -1,7 +1,7 @@
 """What a serve run reports as it goes: a results.jsonl line per case, progress lines for a person.
 
-- `ResultsFile`, `result_record`: results.jsonl, one JSON line per case (schema in
-  docs/contracts.md).
+- `ResultsFile`, `result_record`: results.jsonl, one JSON line per case (its type:
+  core/result_schema.py `ResultLine`).
 - `ProgressCount`, `case_line`: progress lines a person can follow through a long run, numbered
   with an ETA (plugin/progress.py writes them through pytest's terminal reporter)."""
 
@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.result_schema import ResultLine
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
 
@@ -67,38 +68,40 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
     else:
         message = ""
     topo, spec = rec.topology, sc.profile.tier(sc.tier)
-    return {
-        "test_id": sc.test_id,
-        "profile": sc.profile.name,
-        "case": sc.case.suffix or "default",
-        "tier": sc.tier,
-        "stack": sc.profile.stack,
-        "launcher": launcher_run(sc),
-        # under --dynamo-src: why that launcher (the checkout's matrix file:line) and the
-        # checkout's own id for this case, where it has one
-        "launcher_why": sc.launch_spec.choice.why if sc.signature else None,
-        "upstream_id": sc.launch_spec.choice.upstream_id if sc.signature else None,
-        "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
-        "engine": engine_version(sc.profile.stack),
-        "outcome": outcome,
-        "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
-        "role": failure.evidence.role if isinstance(failure, TopologyFailure) else None,
-        "message": message,
-        "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
-        "reused_topology": rec.reused,
-        "duration_s": round(report.duration, 3),
-        "teardown_s": rec.teardown_s,
-        "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
-        "run_dir": str(topo.plan.run_dir) if topo else None,  # its roles' logs: <run_dir>/logs
-        "phases": topo.phase_times if topo else {},
-        "timeline": topo.timeline.events if topo else [],
-        "budget_s": spec.budget.total_s if spec else None,
-        "checks": list(rec.checks),  # every oracle that passed, one line each
-        "max_logprob_gap": rec.max_logprob_gap,
-        # requests judged without a numeric oracle (a blind spot named, not hidden), and why
-        "unjudged_numerically": list(rec.unjudged_numerically),
-        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
+    return ResultLine(
+        **{
+            "test_id": sc.test_id,
+            "profile": sc.profile.name,
+            "case": sc.case.suffix or "default",
+            "tier": sc.tier,
+            "stack": sc.profile.stack,
+            "launcher": launcher_run(sc),
+            # under --dynamo-src: why that launcher (the checkout's matrix file:line) and the
+            # checkout's own id for this case, where it has one
+            "launcher_why": sc.launch_spec.choice.why if sc.signature else None,
+            "upstream_id": sc.launch_spec.choice.upstream_id if sc.signature else None,
+            "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
+            "engine": engine_version(sc.profile.stack),
+            "outcome": outcome,
+            "cause": failure.cause.value if isinstance(failure, TopologyFailure) else None,
+            "role": failure.evidence.role if isinstance(failure, TopologyFailure) else None,
+            "message": message,
+            "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
+            "reused_topology": rec.reused,
+            "duration_s": round(report.duration, 3),
+            "teardown_s": rec.teardown_s,
+            "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
+            "run_dir": str(topo.plan.run_dir) if topo else None,  # its roles' logs: <run_dir>/logs
+            "phases": topo.phase_times if topo else {},
+            "timeline": topo.timeline.events if topo else [],
+            "budget_s": spec.budget.total_s if spec else None,
+            "checks": list(rec.checks),  # every oracle that passed, one line each
+            "max_logprob_gap": rec.max_logprob_gap,
+            # requests judged without a numeric oracle (a blind spot named, not hidden), and why
+            "unjudged_numerically": list(rec.unjudged_numerically),
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+    ).model_dump(mode="json")
 
 
 def launcher_run(sc: ServeCase) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.cli.main import build_parser
 from harness.core.paths import REPO_ROOT
-from harness.core.result_schema import RESULT_FIELDS
+from harness.core.result_schema import ResultLine
 from harness.core.verdict import CAUSE_MEANS, Cause
 from harness.profiles.schema import Profile
 
@@ -79,10 +79,11 @@ def results_page() -> str:
         "(`serve-harness report` names file:line and field).",
     ]
     lines = table_page("results.jsonl", intro, ["field", "type", "required", "means"])
+    properties = ResultLine.model_json_schema()["properties"]
     lines += [
-        f"| `{f.name}` | `{f.json_type.replace('|', chr(92) + '|')}` | "
-        f"{'yes' if f.required else ''} | {f.means} |"
-        for f in RESULT_FIELDS
+        f"| `{name}` | `{_type(properties[name]).replace('|', chr(92) + '|')}` | "
+        f"{'yes' if field.is_required() else ''} | {field.description} |"
+        for name, field in ResultLine.model_fields.items()
     ]
     return "\n".join(lines) + "\n"
 

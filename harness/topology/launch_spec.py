@@ -16,14 +16,17 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Budget, CaseSpec, GpuTierSpec, ModelSpec, Profile, RoleSpec, Tier
 from harness.profiles.checkout_matrix import MatrixEntry, matrix_at
+from harness.profiles.launchers import text_with_used_files
 from harness.profiles.upstream import upstream_tests
 from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
+from harness.topology.port_contract import PortContract, port_contract
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,13 @@ class LaunchSpec:
     def script(self) -> Path:
         """The launcher this launch runs (choose_launcher)."""
         return self.choice.script
+
+    @cached_property
+    def port_contract(self) -> PortContract:
+        """The ports this launch is handed (port_contract.py), with the variables its launcher's
+        text reads as a hint of what more to lease; computed once per launch."""
+        text = text_with_used_files(self.script)
+        return port_contract(self.worker_roles, self.stack, text)
 
 
 def catalogue_upstream_ids(stack: str, accelerator: str, test_id: str) -> list[str]:

@@ -1,10 +1,12 @@
-"""The one view of a running topology that readiness phases and log diagnoses see, `Observed`
-(`topology.Topology` implements it, so neither imports the topology it serves), and the role files
-they read through it (the pid each role's launcher wrote)."""
+"""The one view of a running topology, `RunningTopology`: what readiness phases, log diagnoses,
+deployments and the case loop see of it (`topology.Topology` implements it, so none of them
+imports the topology it serves), and the role files they read through it (the pid each role's
+launcher wrote)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -12,13 +14,14 @@ import psutil
 import requests
 
 from harness.core.verdict import Cause, TopologyFailure
-from harness.topology.plan import LaunchPlan
-from harness.topology.roles import HealthSample, HealthTimeline
+from harness.topology.held_request import HeldRequest
+from harness.topology.plan import LaunchPlan, RolePlan
+from harness.topology.roles import FrontendTally, HealthSample, HealthTimeline, WorkerCounters
 
 
-class Observed(Protocol):
-    """What a phase or a diagnosis may look at and do: the running topology as
-    `topology.Topology` exposes it (so this module does not import the topology it serves)."""
+class RunningTopology(Protocol):
+    """What a phase, a diagnosis, a deployment or the case loop may look at and do: the running
+    topology as `topology.Topology` exposes it. Nothing outside the topology writes into it."""
 
     plan: LaunchPlan
     timeline: HealthTimeline
@@ -35,15 +38,25 @@ class Observed(Protocol):
 
     def health_summary(self) -> dict[str, str]: ...
 
+    def probe_workers(self) -> Iterator[tuple[RolePlan, str]]: ...
+
     def listed_models(self) -> list[str]: ...
 
     def request_counts(self) -> dict[str, float | None]: ...
+
+    def role_counters(self) -> dict[str, WorkerCounters | None]: ...
+
+    def frontend_tally(self) -> FrontendTally | None: ...
+
+    def role_log(self, role: str) -> Path | None: ...
 
     def processes(self) -> list[psutil.Process]: ...
 
     def post_chat(
         self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
     ) -> requests.Response: ...
+
+    def held_chat(self, body: dict[str, Any]) -> HeldRequest: ...
 
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure: ...
 

@@ -25,7 +25,7 @@ from harness.topology.discovery import (
     unmet_needs,
 )
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, import_records
-from harness.topology.observed import Observed, role_of_pid, role_pid
+from harness.topology.observed import RunningTopology, role_of_pid, role_pid
 from harness.topology.plan import LaunchPlan, RolePlan
 from harness.topology.processes import exposed_listeners
 from harness.topology.role_adapter import no_port_roles
@@ -62,13 +62,13 @@ class Phase(Registered, root=True):
             if (launched or not phase.launched_only) and phase.applies(plan)
         ]
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         raise NotImplementedError
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         raise NotImplementedError
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         if left_s <= 0:
             return topo.failure(
                 Cause.PHASE_TIMEOUT,
@@ -84,10 +84,10 @@ class Check(Phase):
 
     what: ClassVar[str]
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         return True
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         return self.what
 
 
@@ -114,7 +114,7 @@ class Registration:
         return out
 
 
-def registration(topo: Observed) -> Registration:
+def registration(topo: RunningTopology) -> Registration:
     """Each worker's registration, from discovery. A card names its role by its system port
     (else by its component, when one role alone has it). A deployed target's discovery cannot
     be read: nothing to say (the path oracle still shows a role that serves nothing)."""
@@ -153,7 +153,7 @@ def registration(topo: Observed) -> Registration:
     return result
 
 
-def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
+def never_registered(topo: RunningTopology, waiting_for: str) -> TopologyFailure:
     """The model is not served: name the roles whose component never reached discovery, the
     roles that registered an endpoint but no model card, and the roles that registered under
     another model name than the plan serves; with the cards present and the peers the
@@ -189,13 +189,13 @@ def never_registered(topo: Observed, waiting_for: str) -> TopologyFailure:
 class Registering(Phase):
     """A phase that waits for registration: past `register_s` the model never registered."""
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         if topo.elapsed() > topo.plan.budget.register_s:
             return never_registered(topo, self.waiting_for(topo))
         return super().failure(topo, left_s)
 
 
-def polled_workers(topo: Observed) -> list[RolePlan]:
+def polled_workers(topo: RunningTopology) -> list[RolePlan]:
     """The workers whose /health can be polled: all but those a launcher started with no system
     port (role_adapter NAME.noport), which the case fails on once its answers are judged."""
     if topo.plan.frontend is not None:
@@ -212,14 +212,14 @@ class WorkersHealthy(Registering):
 
     name, order = "workers_healthy", 10
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         return all(topo.health_state(r.name) == "ready" for r in polled_workers(topo))
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         pending = [r.name for r in polled_workers(topo) if topo.health_state(r.name) != "ready"]
         return f"/health 200 from {pending}"
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         grace = topo.plan.budget.no_health_source_grace_s
         for role in topo.plan.workers:
             stuck = topo.timeline.since_state(role.name, "no_health_source")
@@ -244,13 +244,13 @@ class ModelListed(Registering):
 
     name, order = "model_listed", 20
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         return topo.plan.served_model_name in topo.listed_models()
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         return f"{topo.plan.served_model_name} in /v1/models (listed: {topo.listed_models()})"
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         healthy_at = topo.phase_times.get(WorkersHealthy.name)
         if healthy_at is not None:
             healthy_for = topo.elapsed() - healthy_at
@@ -271,7 +271,7 @@ class RegisteredAsPlanned(Check):
     name, order = "registered_as_planned", 40
     what = "the registration check"
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         found = registration(topo)
         if found.missing or found.no_card or found.misnamed:
             return never_registered(topo, "every role registered as its profile says")
@@ -299,7 +299,7 @@ class WarmedUp(Phase):
         self.repeats = 0
         self.fault: tuple[str, list[str]] | None = None  # (error, media) once it repeats
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         if self.fault is not None:
             error, media = self.fault
             return topo.failure(
@@ -308,7 +308,7 @@ class WarmedUp(Phase):
             )
         return super().failure(topo, left_s)
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         while self.pending and self.fault is None:
             timeout = min(topo.plan.budget.request_s, left_s)
             try:
@@ -329,7 +329,7 @@ class WarmedUp(Phase):
         if resp.status_code not in self.RETRYABLE and self.repeats >= self.REPEATS_TO_FAIL:
             self.fault = (error, media_kinds(self.pending[0]))
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         return f"{len(self.pending)} warm-up request(s) to answer 200 (last: {self.last_error})"
 
 
@@ -354,13 +354,13 @@ class LauncherQuiet(Phase):
         self.counts: dict[str, float | None] | None = None
         self.since = 0.0
 
-    def done(self, topo: Observed, left_s: float) -> bool:
+    def done(self, topo: RunningTopology, left_s: float) -> bool:
         counts = topo.request_counts()
         if counts != self.counts:
             self.counts, self.since = counts, topo.elapsed()
         return topo.elapsed() - self.since >= QUIET_S
 
-    def waiting_for(self, topo: Observed) -> str:
+    def waiting_for(self, topo: RunningTopology) -> str:
         return f"the launcher's own requests to stop (worker request counters: {self.counts})"
 
 
@@ -375,7 +375,7 @@ class LoopbackOnly(Check):
     def applies(cls, plan: LaunchPlan) -> bool:
         return plan.loopback_only
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         procs = {p.pid: p for p in topo.processes()}
         found = exposed_listeners(procs, allowed_ports=topo.plan.wide_ports)
         allowed = set(topo.plan.wide_roles)  # one OS-assigned listener each
@@ -413,7 +413,7 @@ class RanDynamoSource(Check):
     def applies(cls, plan: LaunchPlan) -> bool:
         return plan.dynamo_src is not None
 
-    def failure(self, topo: Observed, left_s: float) -> TopologyFailure | None:
+    def failure(self, topo: RunningTopology, left_s: float) -> TopologyFailure | None:
         source = topo.plan.dynamo_src
         assert source is not None
         records = import_records(topo.plan.log_dir)

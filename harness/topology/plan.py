@@ -24,8 +24,24 @@ from harness.profiles import Budget, RoleSpec, Tier
 from harness.profiles.launchers import fixed_ports, text_with_used_files
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
 from harness.topology.launch_spec import LaunchSpec
-from harness.topology.port_contract import FRONTEND_PORT, PortContract, port_contract
+from harness.topology.port_contract import FRONTEND_PORT
 from harness.topology.processes import foreign_listeners
+from harness.topology.role_adapter import (
+    ADAPTER_ENV,
+    ADAPTER_PYTHON_ENV,
+    CPU_DTYPE_ENV,
+    CPU_MODEL_ENV,
+    DEVICE_ENV,
+    LEASED_GPUS_ENV,
+    LEASED_PORTS_ENV,
+    LOG_DIR_ENV,
+    PROFILE_ENV,
+    PROFILE_MODEL_ENV,
+    REAL_PYTHON_ENV,
+    ROLE_PORTS_ENV,
+    SGLANG_PYTHON_ENV,
+    STACK_ENV,
+)
 
 
 def cache_env(tier: Tier) -> dict[str, str]:
@@ -108,9 +124,9 @@ def launcher_env(
     env.update({k: str(v) for k, v in ports.items()})
     env.update(
         {
-            "HARNESS_DEVICE": tier,
+            DEVICE_ENV: tier,
             "HARNESS_MANAGED_PORTS": "1",
-            "HARNESS_LOG_DIR": str(log_dir),
+            LOG_DIR_ENV: str(log_dir),
             "MODEL": model,
             "SERVED_MODEL_NAME": served_model_name,
             "PYTHON": sys.executable,
@@ -243,13 +259,6 @@ class LaunchPlan:
         }
 
 
-def contract_of(launch: LaunchSpec) -> PortContract:
-    """The ports a launch is handed (port_contract.py), with the variables its launcher's text
-    reads as a hint of what more to lease."""
-    text = text_with_used_files(launch.script)
-    return port_contract(launch.worker_roles, launch.stack, text)
-
-
 ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"
 
 
@@ -275,21 +284,21 @@ def adapter_env(
     role_ports = {r.health_port: r.name for r in launch.worker_roles if r.health_port}
     user = launch.source.python if launch.source else None  # --dynamo-python
     extra = {
-        "HARNESS_ADAPTER_PYTHON": sys.executable,  # runs the adapter
-        "HARNESS_REAL_PYTHON": str(user or sys.executable),  # what the adapter execs each role with
-        "HARNESS_ROLE_ADAPTER": str(ROLE_ADAPTER),
-        "HARNESS_ROLE_PORTS": json.dumps(role_ports),
-        "HARNESS_LEASED_PORTS": json.dumps({str(port): name for name, port in ports.items()}),
-        "HARNESS_PROFILE": launch.name,
-        "HARNESS_STACK": launch.stack,
-        "HARNESS_PROFILE_MODEL": launch.model.gpu,
-        "HARNESS_CPU_MODEL": model,
+        ADAPTER_PYTHON_ENV: sys.executable,  # runs the adapter
+        REAL_PYTHON_ENV: str(user or sys.executable),  # what the adapter execs each role with
+        ADAPTER_ENV: str(ROLE_ADAPTER),
+        ROLE_PORTS_ENV: json.dumps(role_ports),
+        LEASED_PORTS_ENV: json.dumps({str(port): name for name, port in ports.items()}),
+        PROFILE_ENV: launch.name,
+        STACK_ENV: launch.stack,
+        PROFILE_MODEL_ENV: launch.model.gpu,
+        CPU_MODEL_ENV: model,
     }
-    if env.get("HARNESS_DEVICE") == "cpu":
-        extra["HARNESS_SGLANG_PYTHON"] = str(sglang_python())
-        extra["HARNESS_CPU_DTYPE"] = family_dtype(launch.model.cpu)
-    if env.get("HARNESS_DEVICE") != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
-        extra["HARNESS_GPUS"] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
+    if env.get(DEVICE_ENV) == "cpu":
+        extra[SGLANG_PYTHON_ENV] = str(sglang_python())
+        extra[CPU_DTYPE_ENV] = family_dtype(launch.model.cpu)
+    if env.get(DEVICE_ENV) != "cpu" and env.get("CUDA_VISIBLE_DEVICES"):
+        extra[LEASED_GPUS_ENV] = env["CUDA_VISIBLE_DEVICES"]  # the lease's, one per position
     return extra
 
 
@@ -311,7 +320,7 @@ def resolve(
     root: Path = REPO_ROOT,
 ) -> LaunchPlan:
     source = launch.source
-    contract = contract_of(launch)
+    contract = launch.port_contract
     missing = [n for n in contract.names if n not in ports]
     if missing:
         raise ValueError(f"profile {launch.name}: no port leased for {missing}")

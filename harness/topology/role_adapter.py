@@ -13,7 +13,7 @@ a launcher starts comes here first, which
   - every tier: `tcp://*` KV-event publishers of vLLM moved to ipc:// sockets (loopback), the
     frontend given NIXL's C library on its loader path (it decodes media with it), the role's
     GPU position (`CUDA_VISIBLE_DEVICES=<i>` as upstream's launchers write it) turned into the
-    device the harness leased for it (HARNESS_GPUS);
+    device the harness leased for it (HARNESS_LEASED_GPUS);
   - CPU: the tiny checkpoint for `--model` / `--model-path`, the CPU engine flags for the
     GPU-only ones (vLLM: launchers/lib/cpu_engine_args; SGLang: CPU_SGLANG_ARGS, run by the
     CPU tier's SGLang venv), NIXL on CPU buffers, media embeddings through files, the engines'
@@ -58,7 +58,14 @@ CPU_DTYPE_ENV = "HARNESS_CPU_DTYPE"
 CPU_MAX_MODEL_LEN_ENV = "HARNESS_CPU_MAX_MODEL_LEN"
 PROFILE_MODEL_ENV = "HARNESS_PROFILE_MODEL"  # the model id the profile serves
 PROFILE_ENV = "HARNESS_PROFILE"
-GPUS_ENV = "HARNESS_GPUS"  # the leased device of each GPU position, e.g. "3,3,5"
+# the leased device of each GPU position, e.g. "3,3,5" (not machine/gpus.py's HARNESS_GPUS, a
+# simulated inventory)
+LEASED_GPUS_ENV = "HARNESS_LEASED_GPUS"
+DEVICE_ENV = "HARNESS_DEVICE"  # the tier the role runs on: "cpu" or "gpu"
+STACK_ENV = "HARNESS_STACK"
+LOG_DIR_ENV = "HARNESS_LOG_DIR"  # the launch's logs/: NAME.adapter.json, NAME.refused, …
+ADAPTER_PYTHON_ENV = "HARNESS_ADAPTER_PYTHON"  # runs this adapter (role_adapter_bin/python)
+ADAPTER_ENV = "HARNESS_ROLE_ADAPTER"  # this file
 CPU_ARGS_FILE = Path(__file__).resolve().parents[2] / "launchers" / "lib" / "cpu_engine_args"
 DRY_ENV = "HARNESS_ADAPTER_DRY"  # audit: record the decisions, start nothing
 CONTRACT_ENV = "HARNESS_ADAPTER_CONTRACT"  # 1: this adapter writes NAME.pid and NAME.log
@@ -559,7 +566,7 @@ def encoder_env(role: str, env: dict, out: Adapted) -> None:
 def gpu_position(role: str, env: dict, out: Adapted) -> None:
     """The role's GPU position (upstream's launchers set CUDA_VISIBLE_DEVICES=0, 1, 2 by layout)
     -> the device the harness leased for that position."""
-    leased = [d for d in env.get(GPUS_ENV, "").split(",") if d]
+    leased = [d for d in env.get(LEASED_GPUS_ENV, "").split(",") if d]
     position = env.get("CUDA_VISIBLE_DEVICES", "")
     if not leased or not position.isdigit():
         return
@@ -614,8 +621,8 @@ def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
         out.env["LD_LIBRARY_PATH"] = f"{lib}:{path}" if path else lib
         out.notes.append(f"LD_LIBRARY_PATH += {lib} (NIXL's library, for frontend decoding)")
     pairs = split_args(args)
-    if env.get("HARNESS_DEVICE") == "cpu":
-        block = CPU_KV_BLOCK[env.get("HARNESS_STACK", "dynamo-vllm")]
+    if env.get(DEVICE_ENV) == "cpu":
+        block = CPU_KV_BLOCK[env.get(STACK_ENV, "dynamo-vllm")]
         for i, (name, value) in enumerate(pairs):
             if name == "--kv-cache-block-size" and value != block:
                 pairs[i] = (name, block)
@@ -628,7 +635,7 @@ def same_block_as_router(block: str | None, env: dict) -> None:
     requests by (its `--kv-cache-block-size`, as the frontend's adapter recorded it), or the
     launcher is at fault: on any tier the router would match no block the workers publish. The
     CPU tier gives both its own block size (CPU_KV_BLOCK), which would hide the mismatch."""
-    record = Path(env.get("HARNESS_LOG_DIR") or ".") / "frontend.adapter.json"
+    record = Path(env.get(LOG_DIR_ENV) or ".") / "frontend.adapter.json"
     try:
         argv = json.loads(record.read_text())["argv"]
     except (OSError, ValueError, KeyError):
@@ -845,7 +852,7 @@ def adapt(argv: list[str], environ: dict[str, str]) -> Adapted:
     if module != "dynamo.frontend" and ROLE_ENV not in environ and no_port is None:
         crossed_port(module, role, args, environ)
     out = Adapted(role, [], no_port=no_port)
-    tier = environ.get("HARNESS_DEVICE", "gpu")
+    tier = environ.get(DEVICE_ENV, "gpu")
     if module == "dynamo.frontend":
         out.argv = ["-m", module, *frontend(args, environ, out)]
         held_ports(module, split_args(out.argv[2:]), environ, out)
@@ -927,7 +934,7 @@ def contract_files(log_dir: Path, role: str) -> None:
 def main() -> None:
     environ = dict(os.environ)
     real = environ[REAL_PYTHON_ENV]
-    log_dir = Path(environ.get("HARNESS_LOG_DIR") or ".")
+    log_dir = Path(environ.get(LOG_DIR_ENV) or ".")
     try:
         adapted = adapt(sys.argv[1:], environ)
     except Refused as refused:
@@ -940,7 +947,7 @@ def main() -> None:
             "fault": refused.fault,
         }
         written(log_dir / f"{role or 'unknown'}.refused", record)
-        tier = environ.get("HARNESS_DEVICE", "gpu")
+        tier = environ.get(DEVICE_ENV, "gpu")
         says = (
             "the launcher is at fault"
             if refused.fault == "launcher"

@@ -48,7 +48,6 @@ from harness.topology.phases import Phase
 from harness.topology.plan import (
     LaunchPlan,
     RolePlan,
-    contract_of,
     resolve,
 )
 from harness.topology.processes import (
@@ -93,7 +92,6 @@ class Topology(Generic[D]):
         self.phase_times: dict[str, float] = {}
         self.ready_s: float | None = None
         self.phase = "spawn"
-        self.peak_rss_mib = 0.0
         self.healthy_once: set[str] = set()
         self._next_at: dict[str, float] = {}
         self._http = requests.Session()
@@ -164,7 +162,14 @@ class Topology(Generic[D]):
     # -- observation -----------------------------------------------------------------------
     def watch(self) -> None:
         """One look at every role; raises at the first fault it sees."""
+        for role, port in self.deployment.received_ports().items():
+            self.learn_port(role, port)
         self.deployment.watch(self)
+
+    @property
+    def peak_rss_mib(self) -> float:
+        """The largest resident memory of its processes its deployment saw (0: not seen)."""
+        return self.deployment.peak_rss_mib
 
     def processes(self) -> list[psutil.Process]:
         return self.deployment.processes()
@@ -372,7 +377,7 @@ def launch(
     gpus = take_gpus(spec, tag) if spec.tier == "gpu" else None
     if gpus is not None:
         base_env = {**(os.environ if base_env is None else base_env), **gpus.env()}
-    contract = contract_of(spec)
+    contract = spec.port_contract
     lease = registry.lease(list(contract.singles), tag=tag, runs=contract.runs)
 
     def release() -> None:

@@ -300,7 +300,7 @@ def test_a_gpu_position_past_the_lease_is_refused() -> None:
     env = {
         "HARNESS_DEVICE": "gpu",
         "HARNESS_ROLE": "pd",
-        "HARNESS_GPUS": "3",
+        "HARNESS_LEASED_GPUS": "3",
         "CUDA_VISIBLE_DEVICES": "1",
         "HARNESS_PROFILE_MODEL": "m",
     }

@@ -37,7 +37,9 @@ def test_compare_to_html_file(tmp_path: Path) -> None:
 
 def test_bad_line_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps(make_result("t1")) + "\n" + json.dumps(make_result("t2", "ok")))
+    bad.write_text(
+        json.dumps(make_result("t1")) + "\n" + json.dumps({**make_result("t2"), "outcome": "ok"})
+    )
     assert main(["report", str(bad)]) == 2
     assert f"{bad}:2: field 'outcome'" in capsys.readouterr().err
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -26,7 +26,7 @@ from harness.topology.dynamo_src import (
     import_records,
     import_records_dir,
 )
-from harness.topology.observed import Observed
+from harness.topology.observed import RunningTopology
 from harness.topology.phases import RanDynamoSource
 from harness.topology.plan import LaunchPlan, RolePlan
 
@@ -69,8 +69,9 @@ def test_each_process_records_where_its_dynamo_packages_came_from(tmp_path: Path
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(ROLE_SITE), str(source.python_dir)]
 
 
-class ObservedLogs:
-    """What RanDynamoSource reads of a launch: its plan's roles and log dir."""
+class ObservedLogs(RunningTopology):
+    """TEST DOUBLE of a running topology: what RanDynamoSource reads of a launch, its plan's
+    roles and log dir, over log files a test writes."""
 
     def __init__(self, log_dir: Path, source: DynamoSource) -> None:
         roles = (RolePlan("frontend", "frontend", None), RolePlan("decode", "worker", 1))
@@ -80,9 +81,9 @@ class ObservedLogs:
         return TopologyFailure(cause, message)
 
 
-def observed_logs(log_dir: Path, source: DynamoSource) -> Observed:
+def observed_logs(log_dir: Path, source: DynamoSource) -> RunningTopology:
     """ObservedLogs where a phase takes the running topology: it has only what this phase reads."""
-    return cast(Observed, ObservedLogs(log_dir, source))
+    return ObservedLogs(log_dir, source)
 
 
 def write_role(log_dir: Path, role: str, pid: int, module: str, file: str) -> None:

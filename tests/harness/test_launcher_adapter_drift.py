@@ -18,7 +18,7 @@ from harness.core.paths import REPO_ROOT, marker_env
 from harness.profiles import Tier, load_profile
 from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
 from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import contract_of, resolve
+from harness.topology.plan import resolve
 from harness.topology.role_adapter import DRY_ENV, split_args
 from tests.harness.dynamo_checkout import build_checkout
 
@@ -34,7 +34,7 @@ def decisions(tier: Tier, tmp: Path, checkout: Path | None) -> dict[str, dict[st
     source = DynamoSource(checkout.resolve()) if checkout is not None else None
     spec = LaunchSpec.of(PROFILE, tier, case, source=source)
     ours = LaunchSpec.of(PROFILE, tier, case, source=None)
-    names = sorted(set(contract_of(spec).names) | set(contract_of(ours).names))
+    names = sorted(set(spec.port_contract.names) | set(ours.port_contract.names))
     ports = {name: 21400 + i for i, name in enumerate(names)}  # the same port per variable
     plan = resolve(
         spec,

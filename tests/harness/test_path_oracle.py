@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import cast
+from typing import Any
 
 import pytest
+import requests
 
-from harness.cases.loop import HOLD_ATTEMPTS, Served, declared_while_busy, settled_path
+from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.case_oracles import SPREAD_REQUESTS
+from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable_to_case
@@ -24,9 +26,12 @@ from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import load_profile
+from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
+from harness.topology.measured import Counters, Watch, measure
+from harness.topology.observed import RunningTopology
 from harness.topology.plan import RolePlan
-from harness.topology.roles import parse_counters
+from harness.topology.roles import parse_counters, requests_of
 from harness.topology.topology import launch
 
 EPD = (
@@ -98,15 +103,19 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
     with AssetServer(media.green_square_png.parent) as server:
         urls = MediaURLs.serve(server, media)
         with launch(LaunchSpec.of(profile, "cpu", case), warmup_bodies([], urls)) as topo:
-            before = topo.role_counters()
-            resp = topo.post_chat(request_body(case, urls))
-            assert resp.status_code == 200  # the answer alone looks fine
-            path, _ = settled_path(topo, case, before)
+            expected = expected_path(topo.plan.workers, case.media, case.path)
+
+            def path_of(before: Counters, after: Counters) -> OracleResult:
+                return check_path(expected, requests_of(before), requests_of(after))
+
+            seen = measure(topo, request_body(case, urls), Watch(lambda b, a: path_of(b, a).passed))
+            assert seen.resp.status_code == 200  # the answer alone looks fine
+            path = path_of(seen.before, seen.after)
     assert not path.passed
     assert path.detail.startswith("role 'encode' did not serve it")
 
 
-class RouterThatNeverSpreadsDouble:
+class RouterThatNeverSpreadsDouble(RunningTopology):
     """TEST DOUBLE for a topology whose router sends every request to worker1: no real component
     here can be made to do that on demand (Dynamo 1.6.1's frontend routes across namespaces, so
     isolating a worker that way does not hold, measured)."""
@@ -117,11 +126,15 @@ class RouterThatNeverSpreadsDouble:
     def request_counts(self) -> dict[str, float | None]:
         return dict(self.counts)
 
-    def post_chat(self, body: dict, check_roles: bool = True) -> object:
+    def post_chat(
+        self, body: dict[str, Any], check_roles: bool = True, timeout_s: float | None = None
+    ) -> requests.Response:
         self.counts["worker1"] += 1
-        return type("Answer", (), {"status_code": 200})()
+        answer = requests.Response()
+        answer.status_code = 200
+        return answer
 
-    def held_chat(self, body: dict) -> HeldDouble:
+    def held_chat(self, body: dict[str, Any]) -> HeldRequest:
         self.counts["worker1"] += 1
         self.holds += 1
         return HeldDouble(finished=self.holds <= self.holds_ending_first)
@@ -130,13 +143,16 @@ class RouterThatNeverSpreadsDouble:
     holds_ending_first = 0  # this many holds end before the requests beside them are answered
 
 
-class HeldDouble:
+class HeldDouble(HeldRequest):
     """TEST DOUBLE for a held request: in flight until closed unless `finished`."""
 
-    status = 200
-
     def __init__(self, finished: bool) -> None:
-        self.finished = finished
+        self.status = 200
+        self._finished = finished
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def __enter__(self) -> HeldDouble:
         return self
@@ -159,7 +175,7 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     ]
     judge = CaseJudge("cpu", BaselineStore(), "s")
     run = CaseRun(scope, topo.request_counts(), hits)
-    run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
+    run.statuses, run.end_counts, run.held = declared_while_busy(scope, topo)
     assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.held
     with pytest.raises(TopologyFailure) as failure:
         judge.judge_case(run)
@@ -179,7 +195,7 @@ def spread_scope() -> CaseScope:
 def test_a_hold_that_ended_first_is_held_again() -> None:
     topo = RouterThatNeverSpreadsDouble()
     topo.holds_ending_first = 1
-    statuses, _, held = declared_while_busy(spread_scope(), cast(Served, topo))
+    statuses, _, held = declared_while_busy(spread_scope(), topo)
     assert topo.holds == 2 and held
     assert statuses == [200] * (1 + SPREAD_REQUESTS)  # the round that held
 
@@ -189,7 +205,7 @@ def test_a_spread_judged_after_holds_that_all_ended_first_says_so() -> None:
     topo.holds_ending_first = HOLD_ATTEMPTS
     scope = spread_scope()
     run = CaseRun(scope, topo.request_counts(), [])
-    run.statuses, run.end_counts, run.held = declared_while_busy(scope, cast(Served, topo))
+    run.statuses, run.end_counts, run.held = declared_while_busy(scope, topo)
     assert topo.holds == HOLD_ATTEMPTS and not run.held
     spread = next(o for o in applicable_to_case(scope) if o.name == "spread")
     result = spread.check(run)

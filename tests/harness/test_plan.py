@@ -8,7 +8,7 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier, load_profiles
 from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import LaunchPlan, contract_of, resolve
+from harness.topology.plan import LaunchPlan, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 
@@ -17,7 +17,7 @@ def plan_for(
     profile: Profile, tier: Tier = "cpu", case_index: int = 0, env: dict[str, str] | None = None
 ) -> LaunchPlan:
     spec = LaunchSpec.of(profile, tier, profile.cases[case_index])
-    ports = {name: 21000 + i for i, name in enumerate(contract_of(spec).names)}
+    ports = {name: 21000 + i for i, name in enumerate(spec.port_contract.names)}
     return resolve(
         spec,
         ports=ports,
