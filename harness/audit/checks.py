@@ -46,6 +46,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -229,7 +230,7 @@ def kv_capacity_error(engine_argv: list[str], config_dir: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def _quiet() -> object:
+def _quiet() -> Iterator[None]:
     """vLLM logs its config at INFO on every build; the audit prints findings only."""
     logger = logging.getLogger("vllm")
     level = logger.level

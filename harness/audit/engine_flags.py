@@ -53,7 +53,8 @@ def _vllm_parser() -> Parse:
     """dynamo.vllm's own split parser: Dynamo arg groups + vLLM's AsyncEngineArgs (~9 s import)."""
     from dynamo.vllm.args import _parse_cli_args
 
-    return _parse_cli_args
+    parse: Parse = _parse_cli_args
+    return parse
 
 
 @functools.cache
@@ -120,7 +121,8 @@ _NORMALISERS = (
 
 @functools.cache
 def table() -> dict[str, Any]:
-    return json.loads(TABLE.read_text())
+    loaded: dict[str, Any] = json.loads(TABLE.read_text())
+    return loaded
 
 
 @functools.cache

@@ -21,8 +21,9 @@ import importlib.machinery
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, cast
 from unittest import mock
 
@@ -36,11 +37,16 @@ class _StubMissing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.root = root
         self.stubbed: set[str] = set()
 
-    def find_spec(self, name: str, path: object, target: object = None) -> object:
+    def find_spec(
+        self,
+        name: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         for finder in sys.meta_path:
-            if finder is not self and _finds(finder, name, path, target):
+            if id(finder) != id(self) and _finds(finder, name, path, target):
                 return None
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and (
             "importlib" in frame.f_code.co_filename or frame.f_code.co_filename.startswith("<")
         ):
@@ -100,4 +106,6 @@ def dump(wheel: Path) -> dict[str, object]:
 if __name__ == "__main__":
     table = dump(Path(sys.argv[1]))
     OUT.write_text(json.dumps(table, indent=0, sort_keys=False) + "\n")
-    print(f"{OUT}: {len(cast(dict, table['flags']))} flags from {table['source']}")
+    flags = table["flags"]
+    assert isinstance(flags, dict)
+    print(f"{OUT}: {len(flags)} flags from {table['source']}")

@@ -4,6 +4,8 @@ case's answers together (`run_case`)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.boundary import names_before
+from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
@@ -21,7 +24,7 @@ from harness.oracles.serving import RequestHit, check_path, expected_path, reque
 from harness.payloads.chat import MediaURLs, fill_bodies, request_body
 from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
-from harness.topology.measured import Watch, measure
+from harness.topology.measured import Counters, Watch, measure
 from harness.topology.observed import RunningTopology
 from harness.topology.plan import ENCODER_TAP_ENV
 from harness.topology.role_adapter import no_port_roles
@@ -111,7 +114,7 @@ def judge_requests(
         replicas = sc.profile.replicas
         expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
         watch = Watch(
-            settled=lambda b, a, e=expected: check_path(e, requests_of(b), requests_of(a)).passed,
+            settled=functools.partial(path_held, expected),
             image_tokens=request.image_token_metrics,
             router=routed,
             logs=request.log_line is not None,
@@ -137,7 +140,7 @@ def judge_requests(
             judging.baselines,
             signature,
             ran=seen.ran,
-            path=check_path(expected, requests_of(seen.before), requests_of(seen.after)),
+            path=path_of(expected, seen.before, seen.after),
             sent=declared_requests(scope, urls, topo),
             tap_dir=tap,
             crossed_before=seen.crossed_before,
@@ -168,6 +171,16 @@ def judge_requests(
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
     run.statuses, run.end_counts, run.held = declared_while_busy(run.scope, topo)
     record.checks += judge.judge_case(run)
+
+
+def path_of(expected: Mapping[str, int], before: Counters, after: Counters) -> OracleResult:
+    """The path check of one request from the workers' counters around it."""
+    return check_path(expected, requests_of(before), requests_of(after))
+
+
+def path_held(expected: Mapping[str, int], before: Counters, after: Counters) -> bool:
+    """The counters settled: every role the request must reach counted it (Watch.settled)."""
+    return path_of(expected, before, after).passed
 
 
 def send_fills(topo: Topology[Any], request: RequestSpec, urls: MediaURLs) -> None:

@@ -34,7 +34,6 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.cli.main import (
     CliError,
@@ -201,7 +200,9 @@ def launcher_warnings(path: str, profiles: list[Profile], tiers: tuple[Tier, ...
 SERVE_TEST = "tests/serve/test_serve.py::test_serve"
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("affected", help="changed files -> serve test ids")
     parser.add_argument("files", nargs="*", help="changed files (default: from git)")
     parser.add_argument(

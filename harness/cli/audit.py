@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named
 from harness.topology.dynamo_src import DynamoSource
@@ -16,7 +15,9 @@ ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
 NAME = "audit"
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     p = subparsers.add_parser(NAME, help="check launchers against profiles without engines")
     p.add_argument(
         "profiles",

@@ -291,7 +291,9 @@ def render(
     return "\n".join(head + table)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "bisect",
         help="the first commit of a Dynamo checkout whose serve ids fail as at --bad (CPU tier)",

@@ -17,7 +17,7 @@ import sysconfig
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import psutil
 from packaging.requirements import Requirement
@@ -346,7 +346,9 @@ def check_machine(
     return findings + docker_findings()
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "check", help="can this machine run the serve suite (tier, packages, models, leftovers)"
     )

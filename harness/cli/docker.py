@@ -330,7 +330,9 @@ def remove_container(container: Any) -> None:
             container.remove(force=True)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "docker",
         help="run the suite in a container image",

@@ -49,7 +49,9 @@ EXAMPLES = """examples:
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("list", help="list profiles, tiers and serve test ids")
     add_tier_option(parser, all_by_default=True)
     parser.add_argument("--json", action="store_true", help="one JSON object per case per line")
@@ -288,9 +290,9 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"--dynamo-src: {exc}") from None
             sources = {"checkout": where}
             command += f" --dynamo-src {args.dynamo_src}"
-        rows = parity(profiles_in(args.profiles), catalogue)
-        print(render_markdown(rows, sources, command), end="")
-        return 1 if any(row.problem for row in rows) else 0
+        parity_rows = parity(profiles_in(args.profiles), catalogue)
+        print(render_markdown(parity_rows, sources, command), end="")
+        return 1 if any(row.problem for row in parity_rows) else 0
     chosen = tier_chosen(args.tier)
     tiers = (chosen,) if chosen else TIERS
     profiles = profiles_in(args.profiles)

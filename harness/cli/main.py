@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     for action in subparsers._choices_actions:  # each subcommand's one-line help
         sub, examples = helps[f"{parser.prog} {action.dest}"]
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
-        sub.description = sub.description or f"{action.help[:1].upper()}{action.help[1:]}."
+        said = action.help or ""
+        sub.description = sub.description or f"{said[:1].upper()}{said[1:]}."
         sub.epilog = "\n\n".join(part for part in (sub.epilog, examples, EXIT_CODES) if part)
     return parser
 

@@ -213,7 +213,9 @@ def render_catalogue(faults: list[Fault]) -> str:
     return "\n".join(lines)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "mutate",
         help="how good is the serve suite: faults put into a copy of Dynamo, caught or escaped",

@@ -27,7 +27,9 @@ EXAMPLES = """examples:
   serve-harness report runs/results.jsonl --compare old/results.jsonl"""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="results.jsonl -> validation / A-B tables")
     parser.add_argument(
         "results",

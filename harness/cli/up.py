@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from harness.cli.main import (
     DEFAULT_CASE,
@@ -34,7 +33,9 @@ WATCH_S = 1.0
 TEXT_WARMUP = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("up", help="launch a topology and keep it up until Ctrl-C")
     parser.add_argument("profile", help="profile name, e.g. agg_qwen3-vl-2b")
     add_tier_option(parser)

@@ -6,12 +6,13 @@ ids it picks."""
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -91,7 +92,7 @@ def run_checkout(args: argparse.Namespace) -> int:
             if code in (2, 130):
                 return code
             runs.append((side, code, time.monotonic() - started))
-            rows[side] = side_rows(out / "results.jsonl", side, lambda _l, s=side: s)
+            rows[side] = side_rows(out / "results.jsonl", side, functools.partial(said, side))
     changed = ", ".join(f"`{f}`" for f in files) or "nothing"
     heading = [
         f"### Validation: {checkout.name} at {args.base} against its working tree",
@@ -112,6 +113,11 @@ PYTEST_ARGS = "-- PYTEST_ARGS"
 N = TypeVar("N")  # the namespace argparse fills
 
 
+def said(side: str, _launcher: str) -> str:
+    """A launcher cell of a side's table: the side's name (serve_runs.side_rows `mark`)."""
+    return side
+
+
 class ModeParser(argparse.ArgumentParser):
     """A mode's parser: what follows the first `--` goes to pytest on both sides unparsed, as
     `args.pytest_args`. argparse's own REMAINDER positional cannot do this after IMAGE: it
@@ -119,17 +125,17 @@ class ModeParser(argparse.ArgumentParser):
 
     @overload
     def parse_known_args(
-        self, args: Sequence[str] | None = None, namespace: None = None
+        self, args: Iterable[str] | None = None, namespace: None = None
     ) -> tuple[argparse.Namespace, list[str]]: ...
 
     @overload
-    def parse_known_args(self, args: Sequence[str] | None, namespace: N) -> tuple[N, list[str]]: ...
+    def parse_known_args(self, args: Iterable[str] | None, namespace: N) -> tuple[N, list[str]]: ...
 
     @overload
     def parse_known_args(self, *, namespace: N) -> tuple[N, list[str]]: ...
 
     def parse_known_args(
-        self, args: Sequence[str] | None = None, namespace: Any = None
+        self, args: Iterable[str] | None = None, namespace: Any = None
     ) -> tuple[Any, list[str]]:
         argv = list(sys.argv[1:] if args is None else args)
         cut = argv.index("--") if "--" in argv else len(argv)
@@ -160,7 +166,9 @@ def add_local_run_options(mode: argparse.ArgumentParser, ids_help: str) -> None:
     add_profiles_option(mode)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "validate",
         help="run a change's affected serve ids without and with it, and the table of the two",

@@ -46,7 +46,7 @@ def defect_ids(profiles: list[Profile], files: list[str]) -> list[str]:
 
 def patch_ids(args: argparse.Namespace, files: list[str]) -> list[str]:
     if args.ids:
-        return args.ids
+        return list(args.ids)
     ids = defect_ids(profiles_in(args.profiles), files)
     if not ids:
         raise CliError(

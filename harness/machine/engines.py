@@ -44,7 +44,7 @@ def engine_pins(requires: Iterable[str], extra: str) -> dict[str, str]:
     """Every exact (`==`) pin ai-dynamo's `extra` names: {distribution: version}. Ranges
     (`ray>=2.55`) are not engine pins and are left to the resolver; requirements of the base
     package (`aisimulate==0.13.0; python_version >= '3.11'`) are not the extra's."""
-    pins = {}
+    pins: dict[str, str] = {}
     for text in requires:
         req = Requirement(text)
         marker = req.marker
@@ -60,7 +60,7 @@ def engine_pins(requires: Iterable[str], extra: str) -> dict[str, str]:
 
 def lock_versions(lock: Path) -> dict[str, str]:
     """{canonical name: version} of a pip-freeze lock file."""
-    found = {}
+    found: dict[str, str] = {}
     for line in lock.read_text().splitlines():
         if m := LOCK_LINE.match(line.strip()):
             found[canonicalize_name(m.group(1))] = m.group(2)

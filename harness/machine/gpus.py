@@ -175,7 +175,9 @@ def _mig_enabled(lib: Any, handle: Any) -> bool:
 @contextlib.contextmanager
 def _nvml_session(nvml: Any = None) -> Iterator[Any]:
     if nvml is None:
-        import pynvml as nvml
+        import pynvml
+
+        nvml = pynvml
     nvml.nvmlInit()
     try:
         yield nvml

@@ -138,7 +138,9 @@ class Answer:
         return self.scope.profile.stack
 
     @cached_property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> Any:
+        """The answer's JSON as parsed: a chat answer's object, or whatever else came back (the
+        structure oracle names it)."""
         return self.resp.json()
 
     @cached_property

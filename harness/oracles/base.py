@@ -14,6 +14,7 @@ from harness.oracles.answer import Answer, BusySends, CaseRun, CaseScope, Scope
 from harness.oracles.checks import (
     OracleResult,
 )
+from harness.oracles.reference import Key
 from harness.payloads.chat import MediaURLs
 
 
@@ -59,7 +60,7 @@ class Oracle(Registered, root=True):
         """The verdict; a failure that is not the oracle's own `cause` names its own."""
         raise NotImplementedError
 
-    def baselines(self, answer: Answer) -> dict[str, str]:
+    def baselines(self, answer: Answer) -> dict[Key, str]:
         """The answers to what it sent that later launches of the session compare with, by
         baseline key (the judge records them; `sends` sent them)."""
         return {}

@@ -111,7 +111,7 @@ def steps_of(tokens: list[int], logits: list[torch.Tensor], model_dir: str) -> l
     tokenizer = load_processor(model_dir).tokenizer
 
     def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
-        return tokenizer.decode([token], skip_special_tokens=True)
+        return str(tokenizer.decode([token], skip_special_tokens=True))
 
     steps = []
     for token, row in zip(tokens, logits, strict=True):

@@ -130,7 +130,7 @@ class LogProbs(Answered):
         if not verdict.result.passed and precision.dtype == "float32":
             exact = answer.exact_reference
             verdict = rejudged_in_float64(
-                engine, reference.steps, exact and exact.steps, tolerance, verdict
+                engine, reference.steps, exact.steps if exact else None, tolerance, verdict
             )
         detail = f"log-probabilities: {verdict.result.detail}"
         figures = {} if verdict.gap is None else {"logprob_gap": verdict.gap}

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlparse
 
 from harness.oracles.checks import OracleResult, Step
@@ -93,7 +93,7 @@ def qwen3_vl_frame_indices(total: int, fps: float) -> list[int]:
 
     num = int(total / fps * QWEN3_VL_FPS)
     num = min(max(num, QWEN3_VL_MIN_FRAMES), QWEN3_VL_MAX_FRAMES, total)
-    return np.linspace(0, total - 1, num).round().astype(int).tolist()
+    return [int(i) for i in np.linspace(0, total - 1, num).round()]
 
 
 @contextlib.contextmanager
@@ -103,8 +103,11 @@ def opened_video(data: bytes) -> Iterator[Any]:
     import cv2.videoio_registry as registry
 
     api = next((b for b in registry.getStreamBufferedBackends() if registry.hasBackend(b)), None)
+    if api is None:
+        raise ValueError("this OpenCV has no stream-buffered video backend")
     stream = io.BytesIO(data)  # must outlive `cap`: release() reads through it
-    cap = cv2.VideoCapture(stream, api, [])
+    # OpenCV takes any object with read and seek; its stubs name only its own IStreamReader
+    cap = cv2.VideoCapture(cast("cv2.IStreamReader", stream), api, [])
     if not cap.isOpened():
         raise ValueError("could not open video stream")
     try:
@@ -167,7 +170,7 @@ def sglang_frame_indices(total: int, fps: float) -> list[int]:
     high = math.floor(min(SGLANG_MAX_FRAMES, total) / factor) * factor
     num = min(min(max(total / fps * SGLANG_FPS, low), high), total)
     num = math.floor(num / factor) * factor
-    return np.unique(np.linspace(0, total - 1, num=num, dtype=np.int64)).tolist()
+    return [int(i) for i in np.unique(np.linspace(0, total - 1, num=num, dtype=np.int64))]
 
 
 def sglang_resized(height: int, width: int, frames: int) -> tuple[int, int]:
@@ -239,7 +242,9 @@ def split_messages(
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """OpenAI messages -> HF chat messages (`{"type": "image"}` parts, as vLLM renders them),
     plus the image and video URLs in order of appearance."""
-    converted, images, videos = [], [], []
+    converted: list[dict[str, Any]] = []
+    images: list[str] = []
+    videos: list[str] = []
     for message in messages:
         content = message.get("content")
         if not isinstance(content, list):
@@ -262,7 +267,7 @@ def split_messages(
 
 def processor_inputs(
     model_dir: Path | str,
-    messages: list[dict],
+    messages: list[dict[str, Any]],
     media: MediaFetcher | None = None,
     stack: str = VLLM,
 ) -> Any | None:
@@ -293,7 +298,10 @@ def processor_inputs(
 
 
 def expected_prompt_tokens(
-    model_dir: Path, messages: list[dict], media: MediaFetcher | None = None, stack: str = VLLM
+    model_dir: Path,
+    messages: list[dict[str, Any]],
+    media: MediaFetcher | None = None,
+    stack: str = VLLM,
 ) -> int | None:
     """Prompt tokens for OpenAI chat `messages` with their images / videos, as vLLM counts them.
 
@@ -338,7 +346,7 @@ def reference_answer(
     ids = reference_token_ids(model_dir, body, media, dtype)
     if ids is None:
         return None
-    return load_processor(str(model_dir)).tokenizer.decode(ids, skip_special_tokens=True)
+    return str(load_processor(str(model_dir)).tokenizer.decode(ids, skip_special_tokens=True))
 
 
 def reference_token_ids(
@@ -380,7 +388,7 @@ def reference(
     tokenizer = load_processor(str(model_dir)).tokenizer
 
     def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
-        return tokenizer.decode([token], skip_special_tokens=True)
+        return str(tokenizer.decode([token], skip_special_tokens=True))
 
     steps = []
     for token, logits in zip(ids, out.logits, strict=True):

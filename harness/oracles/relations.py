@@ -16,6 +16,7 @@ from harness.oracles.checks import (
     judge_relation,
     relations,
 )
+from harness.oracles.reference import Key
 from harness.payloads.chat import MediaURLs, request_body
 
 
@@ -100,7 +101,7 @@ class OtherMedia(Relation):
             return f"other media names {scope.request.gpu.alt_any_of}"
         return "other media answers differently"
 
-    def baselines(self, answer: Answer) -> dict[str, str]:
+    def baselines(self, answer: Answer) -> dict[Key, str]:
         """CPU: the other media's answer, for the media-blind diagnosis of later launches."""
         twin = answer.sent.get(self.relation)
         if answer.scope.tier != "cpu" or twin is None or twin.status_code != 200:

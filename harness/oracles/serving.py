@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.oracles.checks import OracleResult
 from harness.topology.plan import RolePlan
@@ -122,7 +123,7 @@ class RequestHit:
 
 
 def request_hit(
-    usage: dict | None,
+    usage: dict[str, Any] | None,
     before: dict[str, WorkerCounters | None],
     after: dict[str, WorkerCounters | None],
     routed: RouterHitTally | None = None,

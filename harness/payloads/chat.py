@@ -68,7 +68,7 @@ def chat_body(
     urls: MediaURLs,
     uuid: str | None = None,
     as_model_sees_it: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """`uuid`: every media part carries it; `as_model_sees_it`: a uuid-only part holds the image
     its uuid was sent with (what the model's own answer is computed on)."""
     parts: list[dict[str, Any]] = []
@@ -94,7 +94,7 @@ def request_body(
     urls: MediaURLs,
     top_logprobs: int | None = None,
     as_model_sees_it: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """The request as sent; `top_logprobs`: each token's log-probability and that many
     alternatives come back too (the CPU tier's logprobs oracle); `as_model_sees_it`: media sent
     by uuid alone as the image it names."""
@@ -108,7 +108,7 @@ def request_body(
     return body
 
 
-def fill_bodies(request: RequestSpec, urls: MediaURLs) -> list[dict]:
+def fill_bodies(request: RequestSpec, urls: MediaURLs) -> list[dict[str, Any]]:
     """The requests that push `request.uuid`'s rows out of the engine's encoder cache
     (`encoder_cache_fills`): the case's image, each under a uuid of its own, one token each."""
     if not request.encoder_cache_fills:
@@ -120,7 +120,9 @@ def fill_bodies(request: RequestSpec, urls: MediaURLs) -> list[dict]:
     ]
 
 
-def warmup_bodies(kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True) -> list[dict]:
+def warmup_bodies(
+    kinds: Iterable[MediaKind], urls: MediaURLs, text: bool = True
+) -> list[dict[str, Any]]:
     """One short request per media kind so every stage has served before timing, and one with
     no media where the cases send one (`text`): Dynamo's SGLang E/PD encode worker, which faces
     the frontend, refuses a request with no media ("multi_modal_data is required")."""

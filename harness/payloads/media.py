@@ -129,7 +129,7 @@ def _centre_x(index: int, half_width: int) -> int:
 
 def circle_frame(index: int) -> np.ndarray:
     """BGR frame ``index`` of the other video: a cyan circle, further right on each frame."""
-    frame = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
+    frame: np.ndarray = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
     frame[:] = BACKGROUND_BGR
     centre = (_centre_x(index, CIRCLE_RADIUS), VIDEO_HEIGHT // 2)
     cv2.circle(frame, centre, CIRCLE_RADIUS, CIRCLE_BGR, thickness=-1)
@@ -138,7 +138,7 @@ def circle_frame(index: int) -> np.ndarray:
 
 def triangle_frame(index: int) -> np.ndarray:
     """BGR frame ``index`` of the video: a yellow triangle, further right on each frame."""
-    frame = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
+    frame: np.ndarray = np.empty((VIDEO_HEIGHT, VIDEO_WIDTH, 3), dtype=np.uint8)
     frame[:] = BACKGROUND_BGR
     centre_x = _centre_x(index, TRIANGLE_HALF_WIDTH)
     base_y = VIDEO_HEIGHT // 2 + TRIANGLE_HEIGHT // 2
@@ -172,7 +172,7 @@ def _video_mp4(directory: Path, name: str, frame_at: Callable[[int], np.ndarray]
     try:
         writer = cv2.VideoWriter(
             str(tmp_path),
-            cv2.VideoWriter_fourcc(*VIDEO_FOURCC),
+            cv2.VideoWriter.fourcc(*VIDEO_FOURCC),
             VIDEO_FPS,
             (VIDEO_WIDTH, VIDEO_HEIGHT),
         )

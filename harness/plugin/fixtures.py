@@ -23,6 +23,7 @@ from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
 from harness.plugin.progress import progress_of
+from harness.profiles import MediaKind
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import Topology, attach, launch, new_run_dir
@@ -43,7 +44,7 @@ def harness_media() -> Iterator[MediaURLs]:
 def harness_pool(
     request: pytest.FixtureRequest, harness_media: MediaURLs
 ) -> Iterator[TopologyPool]:
-    kinds: dict[str, set[str]] = {}  # the media kinds each launch's cases send, answered 200
+    kinds: dict[str, set[MediaKind]] = {}  # the media kinds each launch's cases send, answered 200
     texts: set[str] = set()  # the launches whose cases send a request with no media
     session = session_of(request.config)
     for item in request.session.items:
@@ -93,7 +94,7 @@ def serve_run(
     harness_media: MediaURLs,
     harness_baselines: BaselineStore,
 ) -> Any:
-    record = request.node.stash.setdefault(RECORD, CaseRecord())
+    record: CaseRecord = request.node.stash.setdefault(RECORD, CaseRecord())
 
     settings = JudgeSettings(
         # a deployed target has no other topology in this session to compare with

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pluggy import Result
 
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.results import PREFIX, ProgressCount, ResultsFile, case_line, result_record
@@ -58,7 +59,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Result[pytest.TestReport], None]:
     sc = serve_case_of(item)
     if sc is not None:
         progress_of(item.config).relay_into(item)  # xdist: into this report's properties
@@ -113,7 +116,7 @@ class RunSummary:
         self.entries: list[dict[str, Any]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.entries += [json.loads(v) for k, v in report.user_properties if k == OUTCOME]
+        self.entries += [json.loads(str(v)) for k, v in report.user_properties if k == OUTCOME]
 
     def lines(self) -> list[str]:
         out = []

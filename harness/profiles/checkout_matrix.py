@@ -437,7 +437,7 @@ def _config_entries(
             timeout = timeout if isinstance(timeout, int) else kw.get("timeout")
             entries.append(
                 MatrixEntry(
-                    id=kw.get("name") if isinstance(kw.get("name"), str) else key,
+                    id=given if isinstance(given := kw.get("name"), str) else key,
                     stack=stack,
                     accelerator=accelerator,
                     file=rel,

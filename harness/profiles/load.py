@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ class ProfileError(ValueError):
 SHARED_ANCHORS = "known_defects.yml"
 
 
-def raw_profile(path: Path) -> dict:
+def raw_profile(path: Path) -> dict[str, Any]:
     """The profile's mapping, its directory's shared anchors resolved and the `x-…` keys that
     held anchors (docker-compose's extension fields) left out."""
     shared = path.parent / SHARED_ANCHORS

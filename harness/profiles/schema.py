@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -179,7 +179,23 @@ class CpuExpect(Strict):
         return next((d for d in self.defects if oracle is not None and oracle in d.oracles), None)
 
 
-def _check_refusal(expect: BaseModel, content_fields: tuple[str, ...]) -> BaseModel:
+class Expect(Protocol):
+    """What a refusal's check reads of a tier's expectation (GpuExpect, CpuExpect)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def error_contains(self) -> str | None: ...
+
+    @property
+    def model_fields_set(self) -> set[str]: ...
+
+
+E = TypeVar("E", bound=Expect)
+
+
+def _check_refusal(expect: E, content_fields: tuple[str, ...]) -> E:
     """A non-200 expectation names the error it expects, and sets no check of a 200 answer's
     content (it would never run)."""
     status = expect.status

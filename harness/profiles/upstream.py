@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -57,8 +58,11 @@ class ParityRow:
 
 
 @functools.lru_cache(maxsize=4)
-def _catalogue(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+def _catalogue(path: Path) -> dict[str, Any]:
+    catalogue = yaml.safe_load(path.read_text())
+    if not isinstance(catalogue, dict):
+        raise ValueError(f"{path}: not a mapping")
+    return catalogue
 
 
 def upstream_tests(path: Path = CATALOGUE) -> list[UpstreamTest]:

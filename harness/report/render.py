@@ -267,7 +267,7 @@ def state_colour(state: str) -> str:
 def _tick_step(span: float) -> float:
     """A 1/2/5 x 10^n step giving about 5-10 ticks over ``span`` seconds."""
     raw = span / 6
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 5, 10):
         if factor * magnitude >= raw:
             return factor * magnitude

@@ -19,7 +19,7 @@ import importlib
 import shutil
 import sysconfig
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def train_byte_level_bpe(special_tokens: list[str], vocab_size: int = VOCAB_SIZE
 
 
 def fast_tokenizer(
-    special_tokens: list[str], roles: dict[str, str], chat_template: str
+    special_tokens: list[str], roles: Mapping[str, object], chat_template: str
 ) -> PreTrainedTokenizerFast:
     """Wrap a freshly trained BPE for transformers; `roles` maps e.g. eos_token -> token."""
     return PreTrainedTokenizerFast(
@@ -148,8 +148,13 @@ def build_key(family: str) -> str:
     digest = hashlib.sha256(family.encode())
     for source in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
-    versions = (transformers.__version__, tokenizers.__version__, torch.__version__, SEED)
-    versions += (family_dtype(family),)
+    versions = (
+        transformers.__version__,
+        tokenizers.__version__,
+        torch.__version__,
+        SEED,
+        family_dtype(family),
+    )
     digest.update(repr(versions).encode())
     digest.update(corpus_digest().encode())
     return digest.hexdigest()[:16]

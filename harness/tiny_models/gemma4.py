@@ -133,7 +133,7 @@ def config(vocab_size: int) -> Gemma4Config:
 
 
 def processor() -> Gemma4Processor:
-    roles = {"bos_token": "<bos>", "eos_token": "<turn|>", "pad_token": "<pad>"}
+    roles: dict[str, object] = {"bos_token": "<bos>", "eos_token": "<turn|>", "pad_token": "<pad>"}
     roles |= {"unk_token": "<unk>", "extra_special_tokens": MEDIA_TOKENS}
     tokenizer = fast_tokenizer(SPECIAL_TOKENS, roles, CHAT_TEMPLATE)
     return Gemma4Processor(

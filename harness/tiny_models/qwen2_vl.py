@@ -97,7 +97,11 @@ def processor(processor_class: Any = Qwen2VLProcessor) -> Any:
         {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
         CHAT_TEMPLATE,
     )
-    shared = {"patch_size": PATCH, "merge_size": MERGE, "temporal_patch_size": TEMPORAL}
+    shared: dict[str, object] = {
+        "patch_size": PATCH,
+        "merge_size": MERGE,
+        "temporal_patch_size": TEMPORAL,
+    }
     shared |= {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
     return processor_class(
         image_processor=Qwen2VLImageProcessor(size=IMAGE_SIZE, **shared),

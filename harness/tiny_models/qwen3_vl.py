@@ -106,7 +106,11 @@ def processor() -> Qwen3VLProcessor:
         {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
         CHAT_TEMPLATE,
     )
-    shared = {"patch_size": PATCH, "merge_size": MERGE, "temporal_patch_size": TEMPORAL}
+    shared: dict[str, object] = {
+        "patch_size": PATCH,
+        "merge_size": MERGE,
+        "temporal_patch_size": TEMPORAL,
+    }
     shared |= {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
     return Qwen3VLProcessor(
         image_processor=Qwen2VLImageProcessor(size=IMAGE_SIZE, **shared),

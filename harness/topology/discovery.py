@@ -65,7 +65,7 @@ def registered_cards(kv_dir: Path) -> list[ModelCard]:
         config = info.get("hf_config_json") if isinstance(info, dict) else None
         path = config.get("path", "") if isinstance(config, dict) else ""
         match = _METADATA_PORT.match(str(path))
-        needs = card.get("needs") if isinstance(card.get("needs"), list) else []
+        needs = found if isinstance(found := card.get("needs"), list) else []
         cards.append(
             ModelCard(
                 str(r.get("component")),

@@ -32,6 +32,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -356,7 +357,7 @@ def kv_events_args(pairs: list[tuple[str, str | None]], out: Adapted) -> None:
             pairs[i] = (name, compact(config))
 
 
-def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict) -> None:
+def check_model(module: str, pairs: list[tuple[str, str | None]], env: dict[str, str]) -> None:
     """A worker serves the profile's model, by the flag its engine reads."""
     flag = MODEL_FLAG.get(module)
     wanted = env.get(PROFILE_MODEL_ENV)
@@ -385,7 +386,9 @@ def served_name(kept: list[tuple[str, str | None]], served: str, out: Adapted) -
     return names
 
 
-def cpu_vllm_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
+def cpu_vllm_args(
+    pairs: list[tuple[str, str | None]], env: dict[str, str], out: Adapted
+) -> list[str]:
     """A dynamo.vllm worker's flags on the CPU tier."""
     model_dir, served = env[CPU_MODEL_ENV], env.get(PROFILE_MODEL_ENV, "")
     kept: list[tuple[str, str | None]] = []
@@ -443,7 +446,7 @@ def with_value(args: list[str], flag: str, value: str | None) -> list[str]:
     return [*args[:at], value, *args[at + 1 :]]
 
 
-def with_dtype(args: list[str], env: dict) -> list[str]:
+def with_dtype(args: list[str], env: dict[str, str]) -> list[str]:
     """The CPU tier's engine flags with `--dtype` the checkpoint's (CPU_DTYPE_ENV; unset: the
     float32 the flags name) and a profile's longer context (CPU_MAX_MODEL_LEN_ENV)."""
     args = with_value(args, "--dtype", env.get(CPU_DTYPE_ENV))
@@ -451,7 +454,7 @@ def with_dtype(args: list[str], env: dict) -> list[str]:
     return with_value(with_value(args, "--max-model-len", longer), "--context-length", longer)
 
 
-def device_env_on_cpu(env: dict, out: Adapted) -> None:
+def device_env_on_cpu(env: dict[str, str], out: Adapted) -> None:
     """An XPU launcher's device choice, removed on the CPU tier (XPU_ENV_ON_CPU)."""
     for name, why in XPU_ENV_ON_CPU.items():
         if name in env:
@@ -459,7 +462,9 @@ def device_env_on_cpu(env: dict, out: Adapted) -> None:
             out.notes.append(f"unset {name}={env[name]} ({why})")
 
 
-def cpu_sglang_args(pairs: list[tuple[str, str | None]], env: dict, out: Adapted) -> list[str]:
+def cpu_sglang_args(
+    pairs: list[tuple[str, str | None]], env: dict[str, str], out: Adapted
+) -> list[str]:
     """A dynamo.sglang worker's flags and interpreter on the CPU tier: aggregated, E/PD (an
     encode worker handing embeddings to an aggregated worker, through files) and prefill/decode
     (KV through NIXL on host memory)."""
@@ -539,7 +544,11 @@ def role_key(role: str) -> str:
 
 
 def planned_args(
-    pairs: list[tuple[str, str | None]], planned: dict[str, str], role: str, env: dict, out: Adapted
+    pairs: list[tuple[str, str | None]],
+    planned: dict[str, str],
+    role: str,
+    env: dict[str, str],
+    out: Adapted,
 ) -> list[tuple[str, str | None]]:
     """The launcher's own memory flags replaced by the role's planned ones (GPU tier)."""
     values = {flag: env.get(var.format(role=role_key(role))) for flag, var in planned.items()}
@@ -554,7 +563,7 @@ def planned_args(
     return kept
 
 
-def encoder_env(role: str, env: dict, out: Adapted) -> None:
+def encoder_env(role: str, env: dict[str, str], out: Adapted) -> None:
     """The Qwen-VL encode worker's own vLLM sized by the plan (VLLM_ENCODER_PLANNED)."""
     key = role_key(role)
     values = {name: env.get(var.format(role=key)) for name, var in VLLM_ENCODER_PLANNED.items()}
@@ -563,7 +572,7 @@ def encoder_env(role: str, env: dict, out: Adapted) -> None:
         out.notes.append("memory plan: " + " ".join(f"{n}={v}" for n, v in values.items()))
 
 
-def gpu_position(role: str, env: dict, out: Adapted) -> None:
+def gpu_position(role: str, env: dict[str, str], out: Adapted) -> None:
     """The role's GPU position (upstream's launchers set CUDA_VISIBLE_DEVICES=0, 1, 2 by layout)
     -> the device the harness leased for that position."""
     leased = [d for d in env.get(LEASED_GPUS_ENV, "").split(",") if d]
@@ -582,7 +591,7 @@ def gpu_position(role: str, env: dict, out: Adapted) -> None:
 
 
 def xpu_device(
-    pairs: list[tuple[str, str | None]], env: dict, out: Adapted
+    pairs: list[tuple[str, str | None]], env: dict[str, str], out: Adapted
 ) -> list[tuple[str, str | None]]:
     """vLLM's XPU build: the role's device as its Level Zero device, eager, 64-token KV blocks
     (upstream xpu/disagg_multimodal_epd_xpu.sh)."""
@@ -612,7 +621,7 @@ def nixl_lib_dir() -> str | None:
     return None
 
 
-def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
+def frontend(args: list[str], env: dict[str, str], out: Adapted) -> list[str]:
     """The frontend decodes media itself (--frontend-decoding on the workers) only with NIXL's C
     library on its loader path; without it: "NIXL is not supported in stub mode"."""
     lib = nixl_lib_dir()
@@ -630,7 +639,7 @@ def frontend(args: list[str], env: dict, out: Adapted) -> list[str]:
     return join_args(pairs)
 
 
-def same_block_as_router(block: str | None, env: dict) -> None:
+def same_block_as_router(block: str | None, env: dict[str, str]) -> None:
     """A worker's KV block as the launcher sized it equals the one the KV-aware frontend hashes
     requests by (its `--kv-cache-block-size`, as the frontend's adapter recorded it), or the
     launcher is at fault: on any tier the router would match no block the workers publish. The
@@ -671,7 +680,7 @@ def role_of(module: str, environ: dict[str, str]) -> str | None:
     by_var = json.loads(environ.get(ROLE_PORTS_ENV, "{}"))
     leased_as = leased_ports(environ).get(int(port)) if port.isdigit() else None
     if leased_as in by_var:
-        return by_var[leased_as]
+        return str(by_var[leased_as])
     return next((role for var, role in by_var.items() if port and environ.get(var) == port), None)
 
 
@@ -907,7 +916,7 @@ def audit_view(env: dict[str, str]) -> dict[str, str]:
 NO_PORT_SUFFIX = ".noport"  # NAME.noport: a worker run without a system port (Adapted.no_port)
 
 
-def written(path: Path, record: dict[str, object]) -> None:
+def written(path: Path, record: Mapping[str, object]) -> None:
     """A JSON record written whole or not at all: the harness polls for the file."""
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(record) + "\n")
@@ -961,7 +970,7 @@ def main() -> None:
     if adapted.role is not None:  # what the role site's taps name their files by
         env[TAPPED_ROLE_ENV] = adapted.role
     if adapted.role is not None:
-        record = {
+        done: dict[str, object] = {
             "role": adapted.role,
             "argv": sys.argv[1:],
             "python": adapted.python or real,
@@ -973,8 +982,8 @@ def main() -> None:
         }
         dry = environ.get(DRY_ENV) == "1"
         if dry:
-            record["seen_env"] = audit_view(env)
-        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(record, indent=1) + "\n")
+            done["seen_env"] = audit_view(env)
+        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(done, indent=1) + "\n")
         if adapted.no_port:
             written(log_dir / f"{adapted.role}{NO_PORT_SUFFIX}", {"refused": adapted.no_port})
         if dry:

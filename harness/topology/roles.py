@@ -301,8 +301,8 @@ class RoleTable:
                     found.append((path.stat().st_mtime, role.name, line))
         if not found:
             return None
-        _, role, line = max(found)
-        return role, line
+        _, name, line = max(found)
+        return name, line
 
     def missing(self) -> list[str]:
         return [r.name for r in self.plan.roles if r.name not in self.known]

@@ -6,6 +6,7 @@ Unit rules first; then a real CPU E/PD whose PD worker no longer routes media to
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,11 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy
+from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy, path_held, path_of
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.case_oracles import SPREAD_REQUESTS
-from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable_to_case
@@ -28,10 +28,10 @@ from harness.payloads.media import AssetServer, build_media
 from harness.profiles import load_profile
 from harness.topology.held_request import HeldRequest
 from harness.topology.launch_spec import LaunchSpec
-from harness.topology.measured import Counters, Watch, measure
+from harness.topology.measured import Watch, measure
 from harness.topology.observed import RunningTopology
 from harness.topology.plan import RolePlan
-from harness.topology.roles import parse_counters, requests_of
+from harness.topology.roles import parse_counters
 from harness.topology.topology import launch
 
 EPD = (
@@ -104,13 +104,10 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
         urls = MediaURLs.serve(server, media)
         with launch(LaunchSpec.of(profile, "cpu", case), warmup_bodies([], urls)) as topo:
             expected = expected_path(topo.plan.workers, case.media, case.path)
-
-            def path_of(before: Counters, after: Counters) -> OracleResult:
-                return check_path(expected, requests_of(before), requests_of(after))
-
-            seen = measure(topo, request_body(case, urls), Watch(lambda b, a: path_of(b, a).passed))
+            watch = Watch(functools.partial(path_held, expected))
+            seen = measure(topo, request_body(case, urls), watch)
             assert seen.resp.status_code == 200  # the answer alone looks fine
-            path = path_of(seen.before, seen.after)
+            path = path_of(expected, seen.before, seen.after)
     assert not path.passed
     assert path.detail.startswith("role 'encode' did not serve it")
 
