@@ -114,7 +114,7 @@ def judge_requests(
         replicas = sc.profile.replicas
         expected = expected_path(topo.plan.workers, request.media, request.path, replicas)
         watch = Watch(
-            settled=functools.partial(path_held, expected),
+            settled=functools.partial(path_settled, expected),
             image_tokens=request.image_token_metrics,
             router=routed,
             logs=request.log_line is not None,
@@ -169,7 +169,7 @@ def judge_requests(
     run = CaseRun(CaseScope(sc.case, sc.tier, sc.profile), case_start, hits)
     if sc.case.embedding_cache_hit:
         run.embedding_hits = embedding_hits_of(case_counters, topo.role_counters())
-    run.statuses, run.end_counts, run.held = declared_while_busy(run.scope, topo)
+    run.statuses, run.end_counts, run.hold_in_flight = declared_while_busy(run.scope, topo)
     record.checks += judge.judge_case(run)
 
 
@@ -178,7 +178,7 @@ def path_of(expected: Mapping[str, int], before: Counters, after: Counters) -> O
     return check_path(expected, requests_of(before), requests_of(after))
 
 
-def path_held(expected: Mapping[str, int], before: Counters, after: Counters) -> bool:
+def path_settled(expected: Mapping[str, int], before: Counters, after: Counters) -> bool:
     """The counters settled: every role the request must reach counted it (Watch.settled)."""
     return path_of(expected, before, after).passed
 
@@ -223,7 +223,7 @@ def declared_while_busy(
     another, again where the hold ended first. Their statuses, the workers' request counters
     after them, and whether every hold was still in flight when its rest were answered."""
     statuses: list[int] = []
-    held = True
+    in_flight = True
     for oracle in applicable_to_case(scope):
         sends = oracle.sends_while_busy(scope)
         if sends is None:
@@ -236,10 +236,10 @@ def declared_while_busy(
             if kept or any(status != 200 for status in answered):
                 break
         statuses += answered
-        held = held and kept
+        in_flight = in_flight and kept
     if not statuses:
-        return [], {}, held
-    return statuses, served.request_counts(), held
+        return [], {}, in_flight
+    return statuses, served.request_counts(), in_flight
 
 
 def tap_dir(topo: Topology[Any]) -> Path | None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.cases.results import AFTER_CASE
+from harness.cases.progress_lines import AFTER_CASE
 from harness.core.precision import family_dtype
 from harness.core.verdict import TopologyFailure
 from harness.machine.port_registry import PortRegistry
@@ -53,7 +53,7 @@ class TopologyPool:
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
         self.opener = opener
-        self.say = say  # progress lines (harness/cases/results.py, Progress)
+        self.say = say  # progress lines (harness/cases/progress_lines.py)
         self.current: Topology[Any] | None = None
         self._held = contextlib.ExitStack()  # the current topology, entered; closing stops it
         # why each failed launch failed, and its topology (timeline and logs, for evidence)

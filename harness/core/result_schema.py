@@ -1,5 +1,5 @@
 """The results.jsonl schema, defined once as a type: `ResultLine`, one case's result line. The
-writer (harness/cases/results.py `result_record`) builds one and writes its JSON; the reader
+writer (harness/cases/result_record.py `result_record`) builds one and writes its JSON; the reader
 (harness/report/results.py `load_results`) validates each line with it, naming the field; and
 docs/reference/results-schema.md is generated from it. A field without a default is required:
 the reader refuses a line without it. Fields beyond the schema are allowed (a newer writer)."""

@@ -245,7 +245,7 @@ class CaseRun:
     # every hold was still in flight when the requests sent beside it were answered
     statuses: list[int] = field(default_factory=list)
     end_counts: dict[str, float | None] = field(default_factory=dict)
-    held: bool = True
+    hold_in_flight: bool = True
     # how far each worker's embedding-cache hit counter moved over the case (None: no /metrics)
     embedding_hits: dict[str, float | None] = field(default_factory=dict)
 

@@ -146,7 +146,7 @@ class Spread(CaseOracle):
             detail = f"the requests sent beside a held one answered {failed}"
             return OracleResult(False, detail, cause=Cause.HTTP_ERROR)
         result = check_spread(run.start_counts, run.end_counts, run.scope.profile.replicas)
-        if not result.passed and not run.held:
+        if not result.passed and not run.hold_in_flight:
             return OracleResult(
                 False, f"{result.detail}; the held request ended before the others were answered"
             )

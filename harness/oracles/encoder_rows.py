@@ -31,15 +31,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.oracles.checks import Step
 from harness.oracles.reference import (
-    TOP_LOGPROBS,
     VLLM,
     MediaFetcher,
     Reference,
     load_model,
-    load_processor,
     processor_inputs,
+    steps_of,
 )
 from harness.profiles import EncoderRecipe
 
@@ -102,29 +100,6 @@ def relative_rms(rows: torch.Tensor, features: torch.Tensor) -> float:
         return float("inf")
     diff = rows.float() - features.float()
     return float(diff.pow(2).sum().sqrt() / features.float().pow(2).sum().sqrt())
-
-
-def steps_of(tokens: list[int], logits: list[torch.Tensor], model_dir: str) -> list[Step]:
-    """Each generated token with its raw log-probability and top-k, as vLLM returns them."""
-    import torch
-
-    tokenizer = load_processor(model_dir).tokenizer
-
-    def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
-        return str(tokenizer.decode([token], skip_special_tokens=True))
-
-    steps = []
-    for token, row in zip(tokens, logits, strict=True):
-        logprobs = torch.log_softmax(row.float().reshape(-1), dim=-1)
-        top = torch.topk(logprobs, TOP_LOGPROBS)
-        steps.append(
-            Step(
-                text(token),
-                float(logprobs[token]),
-                {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
-            )
-        )
-    return steps
 
 
 @contextlib.contextmanager

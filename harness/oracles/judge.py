@@ -66,7 +66,7 @@ class CaseJudge:
             if "logprob_gap" in result.figures:
                 answer.logprob_gap = result.figures["logprob_gap"]
             try:
-                lines.append(self.held(answer, oracle, result))
+                lines.append(self.line_of(answer, oracle, result))
             except TopologyFailure as failure:
                 failed.append((oracle, failure))
                 continue
@@ -123,7 +123,7 @@ class CaseJudge:
             lines.append(self.must(result, cause=result.cause or oracle.cause))
         return lines
 
-    def held(self, answer: Answer, oracle: Oracle, result: OracleResult) -> str:
+    def line_of(self, answer: Answer, oracle: Oracle, result: OracleResult) -> str:
         """The line of an oracle that held, where a request's declared defect says how it must
         come out. Raises where it did not: a failing oracle, or a declared defect that no longer
         shows (the defect is gone: remove the declaration)."""

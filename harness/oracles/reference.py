@@ -56,6 +56,7 @@ from harness.oracles.checks import OracleResult, Step
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
     from transformers import ProcessorMixin
     from transformers.video_utils import VideoMetadata
 
@@ -385,14 +386,21 @@ def reference(
             return_dict_in_generate=True,
         )
     ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
-    tokenizer = load_processor(str(model_dir)).tokenizer
+    return Reference(ids, steps_of(ids, list(out.logits), str(model_dir)))
+
+
+def steps_of(tokens: list[int], logits: list[torch.Tensor], model_dir: str) -> list[Step]:
+    """Each generated token with its raw log-probability and top-k, as vLLM returns them."""
+    import torch
+
+    tokenizer = load_processor(model_dir).tokenizer
 
     def text(token: int) -> str:  # as vLLM renders a logprob's token: special ones as ''
         return str(tokenizer.decode([token], skip_special_tokens=True))
 
     steps = []
-    for token, logits in zip(ids, out.logits, strict=True):
-        logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+    for token, row in zip(tokens, logits, strict=True):
+        logprobs = torch.log_softmax(row.float().reshape(-1), dim=-1)
         top = torch.topk(logprobs, TOP_LOGPROBS)
         steps.append(
             Step(
@@ -401,7 +409,7 @@ def reference(
                 {text(int(t)): float(v) for v, t in zip(top.values, top.indices, strict=True)},
             )
         )
-    return Reference(ids, steps)
+    return steps
 
 
 Key = tuple[str, str, str, str]  # (stack, model, topology, request fingerprint)

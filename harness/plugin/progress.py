@@ -10,7 +10,7 @@ import contextlib
 
 import pytest
 
-from harness.cases.results import PREFIX, PROPERTY, ProgressCount
+from harness.cases.progress_lines import PREFIX, PROPERTY, ProgressCount
 
 
 class Progress:

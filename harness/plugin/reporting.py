@@ -17,7 +17,8 @@ import pytest
 from pluggy import Result
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.results import PREFIX, ProgressCount, ResultsFile, case_line, result_record
+from harness.cases.progress_lines import PREFIX, ProgressCount, case_line
+from harness.cases.result_record import ResultsFile, result_record
 from harness.cases.selection import recorded_durations
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure

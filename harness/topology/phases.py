@@ -78,7 +78,7 @@ class Phase(Registered, root=True):
         return None
 
 
-class Check(Phase):
+class OneLook(Phase):
     """A phase that waits for nothing: one check once the phases before it are done; its
     `failure` is the finding, `what` names it."""
 
@@ -263,7 +263,7 @@ class ModelListed(Registering):
         return super().failure(topo, left_s)
 
 
-class RegisteredAsPlanned(Check):
+class RegisteredAsPlanned(OneLook):
     """Once the model is listed: every worker registered the discovery component its profile
     names, and every model card carries the served name (so a profile that misnames a role's
     component, or a worker serving another model beside the right ones, is named here)."""
@@ -364,7 +364,7 @@ class LauncherQuiet(Phase):
         return f"the launcher's own requests to stop (worker request counters: {self.counts})"
 
 
-class LoopbackOnly(Check):
+class LoopbackOnly(OneLook):
     """Every socket the topology listens on is bound to loopback (checked once, when ready)."""
 
     name, order = "loopback_only", 70
@@ -399,7 +399,7 @@ class LoopbackOnly(Check):
         return super().failure(topo, left_s)
 
 
-class RanDynamoSource(Check):
+class RanDynamoSource(OneLook):
     """With `--dynamo-src`: every frontend and worker role loaded each `dynamo.<package>` the
     checkout carries from the checkout, as its own import recorder wrote down (dynamo_src.py);
     packages the checkout lacks come from the installed wheel. Checked once the model is listed,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy, path_held, path_of
+from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy, path_of, path_settled
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import CaseRun, CaseScope
@@ -104,7 +104,7 @@ def test_an_e_pd_that_stops_using_its_encoder_fails_wrong_path(tmp_path: Path) -
         urls = MediaURLs.serve(server, media)
         with launch(LaunchSpec.of(profile, "cpu", case), warmup_bodies([], urls)) as topo:
             expected = expected_path(topo.plan.workers, case.media, case.path)
-            watch = Watch(functools.partial(path_held, expected))
+            watch = Watch(functools.partial(path_settled, expected))
             seen = measure(topo, request_body(case, urls), watch)
             assert seen.resp.status_code == 200  # the answer alone looks fine
             path = path_of(expected, seen.before, seen.after)
@@ -172,8 +172,8 @@ def test_a_router_that_never_spreads_fails_wrong_path() -> None:
     ]
     judge = CaseJudge("cpu", BaselineStore(), "s")
     run = CaseRun(scope, topo.request_counts(), hits)
-    run.statuses, run.end_counts, run.held = declared_while_busy(scope, topo)
-    assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.held
+    run.statuses, run.end_counts, run.hold_in_flight = declared_while_busy(scope, topo)
+    assert run.statuses == [200] * (1 + SPREAD_REQUESTS) and run.hold_in_flight
     with pytest.raises(TopologyFailure) as failure:
         judge.judge_case(run)
     assert failure.value.cause == Cause.WRONG_PATH
@@ -202,8 +202,8 @@ def test_a_spread_judged_after_holds_that_all_ended_first_says_so() -> None:
     topo.holds_ending_first = HOLD_ATTEMPTS
     scope = spread_scope()
     run = CaseRun(scope, topo.request_counts(), [])
-    run.statuses, run.end_counts, run.held = declared_while_busy(scope, topo)
-    assert topo.holds == HOLD_ATTEMPTS and not run.held
+    run.statuses, run.end_counts, run.hold_in_flight = declared_while_busy(scope, topo)
+    assert topo.holds == HOLD_ATTEMPTS and not run.hold_in_flight
     spread = next(o for o in applicable_to_case(scope) if o.name == "spread")
     result = spread.check(run)
     assert not result.passed

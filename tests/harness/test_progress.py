@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from harness.cases.results import PROPERTY
+from harness.cases.progress_lines import PROPERTY
 from harness.plugin.progress import Progress, write_relayed
 
 
@@ -93,7 +93,7 @@ def test_a_serve_case_reads_as_one_log_line_not_a_letter() -> None:
 
 
 def test_case_lines_are_numbered_with_an_eta_from_recorded_durations() -> None:
-    from harness.cases.results import ProgressCount, case_line
+    from harness.cases.progress_lines import ProgressCount, case_line
 
     count = ProgressCount(["a", "b", "c"], {"b": 60.0})  # c: no record, the run's mean
     first = count.number(case_line("a", "passed", None, 30.0))
@@ -130,7 +130,7 @@ def test_the_run_ends_with_what_it_skipped_and_the_defects_it_excused() -> None:
 
 
 def test_a_teardown_line_follows_the_outcome_of_the_case_whose_teardown_it_is() -> None:
-    from harness.cases.results import AFTER_CASE, ProgressCount, case_line
+    from harness.cases.progress_lines import AFTER_CASE, ProgressCount, case_line
 
     count = ProgressCount(["a", "b"], {})
     assert count.lines(f"{AFTER_CASE}agg torn down in 2.0 s") == []  # a's teardown

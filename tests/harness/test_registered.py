@@ -52,10 +52,10 @@ class Overheated(LogDiagnosis):
 """
 
 NEW_PHASE = """
-from harness.topology.phases import Check
+from harness.topology.phases import OneLook
 
 
-class Cooled(Check):
+class Cooled(OneLook):
     name, order = "cooled", 45  # after registered_as_planned (40), before warmed_up (50)
     what = "the cooling check"
 """

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.results import result_record
+from harness.cases.result_record import result_record
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.profiles import load_profile
@@ -40,8 +40,8 @@ def make_result(
     cause: Cause = Cause.WRONG_ANSWER,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """A record as the results writer (harness.cases.results.result_record) writes it for a case
-    on a topology ready in 41.25 s; `test_id` and `overrides` replace its fields afterwards."""
+    """A record as the results writer (harness/cases/result_record.py) writes it for a case on a
+    topology ready in 41.25 s; `test_id` and `overrides` replace its fields afterwards."""
     failing = outcome != "passed"
     topo = SimpleNamespace(
         ready_s=41.25,

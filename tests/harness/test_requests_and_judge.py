@@ -193,23 +193,23 @@ def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
     judge = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
     seen = judge.seen(case, response(200, answer("x", prompt_tokens=115)))
     shows = check_prompt_tokens(answer("x", prompt_tokens=115), 114)
-    line = judge.held(seen, PromptTokens(), shows)
+    line = judge.line_of(seen, PromptTokens(), shows)
     assert line.startswith("upstream defect llava-encoder-feature-layer holds: prompt_tokens 115")
     gone = check_prompt_tokens(answer("x", prompt_tokens=114), 114)
     with pytest.raises(TopologyFailure, match="it no longer shows; remove the known_defect"):
-        judge.held(seen, PromptTokens(), gone)
+        judge.line_of(seen, PromptTokens(), gone)
     strict = judge_for("e_pd_llava-1.5-7b", "cpu", BaselineStore(), "s")
     strict.settings = JudgeSettings(model_answer=False, relations=False, excuse_defects=False)
     seen = strict.seen(case, response(200, answer("x", prompt_tokens=115)))
     with pytest.raises(TopologyFailure) as named:
-        strict.held(seen, PromptTokens(), shows)
+        strict.line_of(seen, PromptTokens(), shows)
     assert "encode_utils.py encode_image_embeddings() computes" in named.value.message
     assert named.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
-    assert strict.held(seen, PromptTokens(), gone) == "prompt_tokens 114 == expected 114"
+    assert strict.line_of(seen, PromptTokens(), gone) == "prompt_tokens 114 == expected 114"
     undeclared = PROFILES["e_pd_qwen3-vl-2b"].cases[0]
     other = judge.seen(undeclared, response(200, answer("x")))
     with pytest.raises(TopologyFailure, match="prompt_tokens 115 != expected 114"):
-        judge.held(other, PromptTokens(), shows)
+        judge.line_of(other, PromptTokens(), shows)
 
 
 def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> None:
@@ -229,7 +229,7 @@ def test_the_verdict_follows_the_data_flow_and_names_every_failing_oracle() -> N
     failed: list[tuple[Oracle, TopologyFailure]] = []
     for oracle, result in [(LogProbs(), numbers), (RolesServed(), path)]:  # in the registry's order
         with pytest.raises(TopologyFailure) as err:
-            judge.held(seen, oracle, result)
+            judge.line_of(seen, oracle, result)
         failed.append((oracle, err.value))
     failure = judge.verdict(seen, failed)
     assert failure.cause == Cause.WRONG_PATH, failure.message
@@ -275,7 +275,7 @@ def test_a_media_twin_refused_is_an_http_error() -> None:
     oracle = OtherTransport()
     assert oracle.applies(Scope(case, "cpu", PROFILES["agg_qwen3-vl-2b"]))
     with pytest.raises(TopologyFailure) as failure:
-        judge.held(seen, oracle, oracle.check(seen))
+        judge.line_of(seen, oracle, oracle.check(seen))
     assert failure.value.cause == Cause.HTTP_ERROR
     assert "other transport: HTTP 500, expected 200" in failure.value.message
 
