@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from requests import Response
@@ -15,7 +14,6 @@ from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
-from harness.oracles.boundary import names_before
 from harness.oracles.checks import OracleResult
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
@@ -26,7 +24,6 @@ from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
 from harness.topology.measured import Counters, Watch, measure
 from harness.topology.observed import RunningTopology
-from harness.topology.plan import ENCODER_TAP_ENV
 from harness.topology.role_adapter import no_port_roles
 from harness.topology.roles import (
     WorkerCounters,
@@ -102,8 +99,6 @@ def judge_requests(
     case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
     requests = sc.requests
-    tap = tap_dir(topo)
-    crossed = (lambda: names_before(tap)) if tap else None
     for request in requests:
         repeat_of_case = request is requests[0]
         scope = Scope(request, sc.tier, sc.profile, judging.settings)
@@ -118,7 +113,6 @@ def judge_requests(
             image_tokens=request.image_token_metrics,
             router=routed,
             logs=request.log_line is not None,
-            crossed=crossed,
         )
         try:
             seen = measure(topo, body, watch)
@@ -142,7 +136,7 @@ def judge_requests(
             ran=seen.ran,
             path=path_of(expected, seen.before, seen.after),
             sent=declared_requests(scope, urls, topo),
-            tap_dir=tap,
+            tap_dir=seen.tap_dir,
             crossed_before=seen.crossed_before,
             crossed_own=seen.crossed_own,
             image_tokens=frontend.image if frontend and request.image_token_metrics else None,
@@ -240,12 +234,6 @@ def declared_while_busy(
     if not statuses:
         return [], {}, in_flight
     return statuses, served.request_counts(), in_flight
-
-
-def tap_dir(topo: Topology[Any]) -> Path | None:
-    """Where a launched CPU-tier topology's encoder rows are tapped (plan.encoder_tap_env)."""
-    tap = topo.plan.env.get(ENCODER_TAP_ENV) if topo.plan.frontend is None else None
-    return Path(tap) if tap else None
 
 
 def embedding_hits_of(

@@ -14,60 +14,21 @@ its engine: vLLM E/P/D's decode worker, whose KV comes from prefill, is given pl
 (float16, each row's values 0, 1, 2, …; measured).
 
 The role site (harness/topology/role_site/sitecustomize.py, `BoundaryTap`) writes one file per
-tensor to <tap>/boundary/<kind>-<role>-<pid>-<n>.safetensors; the case loop gives each answer
-the names present before its request, so a request is judged on what crossed during it (rows
-sent earlier count as sent: an embedding cache may hand a worker rows encoded before)."""
+tensor to <tap>/boundary/<kind>-<role>-<pid>-<n>.safetensors (topology/tapped.py reads them);
+topology/measured.py gives each answer the names present before its request, so a request is
+judged on what crossed during it (rows sent earlier count as sent: an embedding cache may hand a
+worker rows encoded before)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.oracles.checks import OracleResult
+from harness.topology.tapped import CONSUMED, ENCODED, RECEIVED, SENT, tapped
 
 if TYPE_CHECKING:
     import torch
-
-BOUNDARY_DIR = "boundary"
-ENCODED, SENT, RECEIVED, CONSUMED = "encoded", "sent", "received", "consumed"
-
-
-@dataclass(frozen=True)
-class Tapped:
-    """One tensor a role handed on or took in."""
-
-    kind: str
-    role: str
-    path: Path
-
-    @classmethod
-    def of(cls, path: Path) -> Tapped | None:
-        kind, _, rest = path.stem.partition("-")
-        role = rest.rsplit("-", 2)[0]
-        return cls(kind, role, path) if kind in (ENCODED, SENT, RECEIVED, CONSUMED) else None
-
-    def rows(self) -> torch.Tensor:
-        """The tensor as rows: (rows, width)."""
-        from safetensors.torch import load_file
-
-        tensor = load_file(self.path)["rows"]
-        return tensor.reshape(-1, tensor.shape[-1])
-
-
-def boundary_dir(tap_dir: Path) -> Path:
-    return tap_dir / BOUNDARY_DIR
-
-
-def tapped(tap_dir: Path) -> list[Tapped]:
-    where = boundary_dir(tap_dir)
-    found = [Tapped.of(p) for p in sorted(where.glob("*.safetensors"))] if where.is_dir() else []
-    return [t for t in found if t is not None]
-
-
-def names_before(tap_dir: Path | None) -> frozenset[str]:
-    """What had crossed before a request: the case loop takes this before sending it."""
-    return frozenset(t.path.name for t in tapped(tap_dir)) if tap_dir else frozenset()
 
 
 def row_bytes(rows: torch.Tensor) -> list[bytes]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
 
 from harness.topology.observed import RunningTopology
 from harness.topology.roles import FrontendTally, WorkerCounters, prompt_tokens_ran
+from harness.topology.tapped import crossed_names, tap_dir
 
 Counters = dict[str, WorkerCounters | None]
 
@@ -31,8 +33,6 @@ class Watch:
     image_tokens: bool = False  # wait for the frontend's image-token histogram to move
     router: bool = False  # wait for the KV router's hit-rate histogram to move
     logs: bool = False  # keep what each worker's log gained while it was served
-    # the names of the rows' files that have crossed a role boundary so far (oracles/boundary.py)
-    crossed: Callable[[], frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Measured:
     before: Counters
     after: Counters  # settled (Watch.settled), or as they were SETTLE_S after the answer
     frontend: FrontendTally | None  # how its histograms moved (None: not watched or no /metrics)
+    tap_dir: Path | None = None  # where the launch's rows are tapped (tapped.py; None: nowhere)
     crossed_before: frozenset[str] | None = None
     # of the rows' files that crossed after it was sent, those written before its answer came
     crossed_own: frozenset[str] | None = None
@@ -57,15 +58,15 @@ def measure(topo: RunningTopology, body: dict[str, object], watch: Watch) -> Mea
     sizes = log_sizes(topo) if watch.logs else {}
     before = topo.role_counters()
     frontend_before = topo.frontend_tally() if watch.image_tokens or watch.router else None
-    crossed_before = watch.crossed() if watch.crossed else None
+    tap = tap_dir(topo.plan)
+    crossed_before = crossed_names(tap) if tap else None
     resp = topo.post_chat(body)
-    crossed_own = None
-    if watch.crossed and crossed_before is not None:  # its twins are sent after it
-        crossed_own = watch.crossed() - crossed_before
+    # of what crossed since, what was written before its answer came: its twins come after it
+    crossed_own = crossed_names(tap) - crossed_before if crossed_before is not None else None
     after = settled(topo, before, watch.settled)
     frontend = settled_frontend(topo, frontend_before, watch) if frontend_before else None
     logged = logged_since(topo, sizes)
-    return Measured(resp, before, after, frontend, crossed_before, crossed_own, logged)
+    return Measured(resp, before, after, frontend, tap, crossed_before, crossed_own, logged)
 
 
 def settled(

@@ -9,7 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from harness.oracles.boundary import boundary_dir, check_boundaries, first_encoded, names_before
+from harness.oracles.boundary import check_boundaries, first_encoded
+from harness.topology.tapped import boundary_dir, crossed_names
 
 
 def write(tap: Path, name: str, rows: torch.Tensor) -> None:
@@ -24,7 +25,7 @@ def rows() -> torch.Tensor:
 
 
 def test_rows_handed_on_unchanged_pass(tmp_path: Path, rows: torch.Tensor) -> None:
-    before = names_before(tmp_path)
+    before = crossed_names(tmp_path)
     write(tmp_path, "encoded-encode-1-1", rows[0])
     write(tmp_path, "sent-encode-1-2", rows)
     write(tmp_path, "received-pd-2-1", rows.clone())
@@ -60,7 +61,7 @@ def test_a_role_that_received_nothing_is_not_held(tmp_path: Path, rows: torch.Te
 def test_only_what_crossed_during_the_request_is_judged(tmp_path: Path, rows: torch.Tensor) -> None:
     write(tmp_path, "sent-encode-1-1", rows)
     write(tmp_path, "received-pd-2-1", rows * 2)  # an earlier request's fault
-    before = names_before(tmp_path)
+    before = crossed_names(tmp_path)
     write(tmp_path, "received-pd-2-2", rows)
     assert check_boundaries(tmp_path, before).passed
     assert not check_boundaries(tmp_path, frozenset()).passed
@@ -69,9 +70,9 @@ def test_only_what_crossed_during_the_request_is_judged(tmp_path: Path, rows: to
 def test_the_request_s_own_encoder_rows_are_the_ones_written_while_it_was_served(
     tmp_path: Path, rows: torch.Tensor
 ) -> None:
-    before = names_before(tmp_path)
+    before = crossed_names(tmp_path)
     write(tmp_path, "encoded-encode-1-9", rows[0])
-    own = names_before(tmp_path) - before
+    own = crossed_names(tmp_path) - before
     write(tmp_path, "encoded-encode-1-10", rows[0] + 1)  # a twin, sent after the request
     found = first_encoded(tmp_path, own)
     assert found is not None and torch.equal(found, rows)
@@ -80,6 +81,6 @@ def test_the_request_s_own_encoder_rows_are_the_ones_written_while_it_was_served
 def test_an_embedding_cache_hit_has_no_rows_of_its_own(tmp_path: Path, rows: torch.Tensor) -> None:
     """The request's image came from the encoder's cache; only its twin was encoded: no rows,
     never the twin's taken for the request's (measured: 0.899 from the model's own)."""
-    own = names_before(tmp_path)  # nothing written while it was served
+    own = crossed_names(tmp_path)  # nothing written while it was served
     write(tmp_path, "encoded-encode-1-1", rows[0] + 1)
     assert first_encoded(tmp_path, own) is None
