@@ -33,12 +33,20 @@ from harness.topology.topology import Topology
 
 
 def run_case(
-    sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
-) -> list[str]:
-    """Launch (or reuse) the topology, send every request, judge each answer. A failure is
-    recorded against the case's requests (others compare with their answers) and raised."""
+    sc: ServeCase,
+    pool: TopologyPool,
+    urls: MediaURLs,
+    judging: Judging,
+    record: CaseRecord | None = None,
+) -> CaseRecord:
+    """Launch (or reuse) the topology, send every request, judge each answer: the case's outcome,
+    `record` filled (the caller's, so that what a failure leaves is kept: the launch, the answers
+    so far). A failure is recorded against the case's requests (others compare with their
+    answers) and raised."""
+    record = CaseRecord() if record is None else record
     try:
-        return judged_case(sc, pool, urls, judging, record)
+        judged_case(sc, pool, urls, judging, record)
+        return record
     except TopologyFailure as failure:
         judging.failed(sc.requests, sc.tier, sc.profile, sc.test_id, failure.cause.value)
         raise
@@ -46,7 +54,7 @@ def run_case(
 
 def judged_case(
     sc: ServeCase, pool: TopologyPool, urls: MediaURLs, judging: Judging, record: CaseRecord
-) -> list[str]:
+) -> None:
     try:  # GpuUnavailable (the machine changed since collection) goes up: the caller skips
         topo = pool.get(sc.launch_spec)
     except TopologyFailure:
@@ -63,7 +71,6 @@ def judged_case(
     fault = launcher_fault(topo, "passed: " + "; ".join(record.checks))
     if fault is not None:
         raise fault
-    return record.checks
 
 
 def launcher_fault(topo: Topology[Any], judged: str) -> TopologyFailure | None:

@@ -105,10 +105,10 @@ def serve_run(
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         try:
-            run_case(sc, harness_pool, harness_media, judging, record)
+            outcome = run_case(sc, harness_pool, harness_media, judging, record)
         except GpuUnavailable as unavailable:  # the machine changed since collection
             pytest.skip(str(unavailable))
-        return record.verdicts
+        return outcome.verdicts
 
     return run
 

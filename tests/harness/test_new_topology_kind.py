@@ -69,7 +69,7 @@ def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
 
     judging = Judging(BaselineStore())
     try:
-        checks = run_case(sc, pool, urls, judging, record)
+        checks = run_case(sc, pool, urls, judging, record).checks
     finally:
         pool.close()
     assert [r.name for r in profile.roles] == ["frontend", "event_broker", "twin1", "twin2"]

@@ -35,7 +35,7 @@ def judged(urls: MediaURLs, record: CaseRecord) -> list[str]:
     try:
         with TopologyPool(lambda sig: warmup_bodies(["image_url"], urls, text=False)) as pool:
             try:
-                return run_case(sc, pool, urls, judging, record)
+                return run_case(sc, pool, urls, judging, record).checks
             finally:
                 launched = pool.current and pool.current.plan
     finally:
