@@ -18,6 +18,7 @@ from harness.machine.memory_plan import (
     model_facts,
     plan_memory,
     precheck_utilization,
+    role_env_key,
     role_memory,
     static_fraction,
 )
@@ -195,3 +196,18 @@ def test_list_json_and_facts_files_are_plain_data() -> None:
     for short in ("qwen3-vl-2b", "llava-1.5-7b"):
         raw = json.loads((config_dir(short) / "facts.json").read_text())
         assert "_source" in raw and raw["repo_id"] == model_facts(short).repo_id
+
+
+def test_the_role_adapter_reads_the_variables_the_plan_writes() -> None:
+    """One contract, two sides that cannot share a module: machine/ writes the planned
+    variables, the role adapter (a stdlib-only script inside each role) reads them."""
+    from harness.topology.role_adapter import SGLANG_PLANNED, VLLM_ENCODER_PLANNED, VLLM_PLANNED
+
+    plan = plan_memory(PROFILES["epd_qwen3-vl-2b"])
+    card = 24564 * 2**20
+    written = launcher_memory_env(plan, [card], [card - 400 * 2**20])
+    for role in (r.role for r in plan.roles):
+        key = role_env_key(role)
+        for table in (VLLM_PLANNED, VLLM_ENCODER_PLANNED, SGLANG_PLANNED):
+            for flag, template in table.items():
+                assert template.format(role=key) in written, (flag, template)
