@@ -18,7 +18,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tag=${1:-serve-harness/cpu:local}
 cache=${HARNESS_CACHE:-$HOME/.cache/serve-harness}
 base=${HARNESS_DOCKER_BASE:-debian:bookworm-slim}
-debian_base=serve-harness/debian-base:bookworm
+# the Debian packages the image carries (docker/packages.txt): a new one builds a new base
+packages=$(grep -v '^#' "$root/docker/packages.txt" | sha256sum | cut -c1-8)
+debian_base=serve-harness/debian-base:bookworm-$packages
 mirror=${HARNESS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 python=${HARNESS_PYTHON:-python3}
 
@@ -29,9 +31,10 @@ start=$SECONDS
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 \
   || { say "no Docker daemon answers; start one (sudo .ci/docker_setup.sh start)"; exit 2; }
 
-# the vLLM venv's key and the SGLang venv's inputs (its lock and CPU stand-ins): either moves it
+# the vLLM venv's key, the SGLang venv's inputs (its lock and CPU stand-ins) and the base's
+# packages: any of them moves it
 key=$(HARNESS_TIER=cpu "$root/scripts/bootstrap.sh" --key)-$(cat "$root/requirements/cpu-sglang.lock" \
-  "$root"/scripts/sglang_cpu/*.py "$root"/scripts/sglang_cpu/*/*.py | sha256sum | cut -c1-8)
+  "$root"/scripts/sglang_cpu/*.py "$root"/scripts/sglang_cpu/*/*.py | sha256sum | cut -c1-8)-$packages
 venv_image=serve-harness/cpu-venv:$key
 
 build_debian_base() {

@@ -6,6 +6,7 @@ in which order and on which shard: selection.py."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -68,6 +69,11 @@ class ServeCase:
         missing = self.launch_spec.choice.missing if self.signature else None
         if missing:
             return missing
+        if self.tier == "cpu" and self.patch_unbuildable:
+            return (
+                f"runs on the installed ai-dynamo with {self.patch_unbuildable}, and this "
+                "machine has no `patch` command to apply it (Debian: the patch package)"
+            )
         if self.tier == "cpu":
             if self.profile.cpu is None:
                 return f"GPU tier only: {self.profile.cpu_skip}"
@@ -109,7 +115,17 @@ class ServeCase:
         patch = self.case.cpu_dynamo_patch
         if self.source is not None or self.tier != "cpu" or patch is None:
             return self.source
+        if self.patch_unbuildable:  # skip_reason says so
+            return None
         return DynamoSource(patched_once(REPO_ROOT / patch.file))
+
+    @property
+    def patch_unbuildable(self) -> str | None:
+        """The case's `cpu_dynamo_patch` where this machine cannot apply it, else None."""
+        patch = self.case.cpu_dynamo_patch
+        if patch is None or self.source is not None or shutil.which("patch"):
+            return None
+        return patch.file
 
     @property
     def signature(self) -> str | None:

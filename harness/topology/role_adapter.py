@@ -35,6 +35,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"
 ROLE_ENV = "HARNESS_ROLE"  # set by our launchers' start_role; a checkout's roles are found by port
@@ -644,23 +645,56 @@ def same_block_as_router(block: str | None, env: dict[str, str]) -> None:
     requests by (its `--kv-cache-block-size`, as the frontend's adapter recorded it), or the
     launcher is at fault: on any tier the router would match no block the workers publish. The
     CPU tier gives both its own block size (CPU_KV_BLOCK), which would hide the mismatch."""
-    record = Path(env.get(LOG_DIR_ENV) or ".") / "frontend.adapter.json"
-    try:
-        argv = json.loads(record.read_text())["argv"]
-    except (OSError, ValueError, KeyError):
-        return  # no KV-aware frontend recorded (yet): nothing to hold it to
-    asked = None
-    for word, after in zip(argv, [*argv[1:], None], strict=True):
-        if word == "--kv-cache-block-size":
-            asked = after
-        elif word.startswith("--kv-cache-block-size="):
-            asked = word.partition("=")[2]
+    asked = recorded_flag(Path(env.get(LOG_DIR_ENV) or "."), "frontend", ROUTER_BLOCK_FLAGS)
     if asked is not None and block is not None and asked != block:
-        raise Refused(
-            f"KV blocks of {block} tokens, while the KV-aware frontend hashes requests in "
-            f"blocks of {asked} (--kv-cache-block-size): the router would find none of them",
-            fault="launcher",
-        )
+        raise Refused(router_blocks_differ(block, asked), fault="launcher")
+
+
+# the flag a KV-aware frontend hashes requests by, and those a worker sizes its KV blocks with
+ROUTER_BLOCK_FLAGS = ("--kv-cache-block-size",)
+WORKER_BLOCK_FLAGS = ("--block-size", "--page-size")
+
+
+def router_blocks_differ(block: str, asked: str) -> str:
+    return (
+        f"KV blocks of {block} tokens, while the KV-aware frontend hashes requests in "
+        f"blocks of {asked} (--kv-cache-block-size): the router would find none of them"
+    )
+
+
+def flag_value(argv: list[str], flags: tuple[str, ...]) -> str | None:
+    """The last value given to any of `flags` in `argv` (`--flag V` or `--flag=V`)."""
+    found = None
+    for word, after in zip(argv, [*argv[1:], None], strict=True):
+        name, eq, value = word.partition("=")
+        if name in flags:
+            found = value if eq else after
+    return found
+
+
+def recorded_flag(log_dir: Path, role: str, flags: tuple[str, ...]) -> str | None:
+    """A flag's value as the launcher gave it to `role` (its NAME.adapter.json), if recorded."""
+    try:
+        argv = json.loads((log_dir / f"{role}.adapter.json").read_text())["argv"]
+    except (OSError, ValueError, KeyError):
+        return None  # not started (yet)
+    return flag_value(argv, flags)
+
+
+def workers_off_the_router(log_dir: Path) -> dict[str, str]:
+    """{worker: why} for every recorded worker whose KV block differs from the one the recorded
+    frontend hashes by. Each role's adapter writes its record, then looks: whichever of a worker
+    and the frontend starts second sees the other's, in either order."""
+    asked = recorded_flag(log_dir, "frontend", ROUTER_BLOCK_FLAGS)
+    if asked is None:
+        return {}
+    off = {}
+    for path in sorted(log_dir.glob("*.adapter.json")):
+        role = path.name.removesuffix(".adapter.json")
+        block = recorded_flag(log_dir, role, WORKER_BLOCK_FLAGS) if role != "frontend" else None
+        if block is not None and block != asked:
+            off[role] = router_blocks_differ(block, asked)
+    return off
 
 
 def leased_ports(environ: dict[str, str]) -> dict[int, str]:
@@ -940,6 +974,27 @@ def contract_files(log_dir: Path, role: str) -> None:
     os.close(fd)
 
 
+def refuse(refused: Refused, environ: dict[str, str], log_dir: Path) -> NoReturn:
+    """This role does not start: NAME.refused says why (the harness names it), exit 2."""
+    role = refused.role or (role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None)
+    record = {
+        "role": role or "unknown",
+        "argv": sys.argv[1:],
+        "refused": str(refused),
+        "port": refused.port,
+        "fault": refused.fault,
+    }
+    written(log_dir / f"{role or 'unknown'}.refused", record)
+    tier = environ.get(DEVICE_ENV, "gpu")
+    says = (
+        "the launcher is at fault"
+        if refused.fault == "launcher"
+        else f"cannot run on the {tier} tier"
+    )
+    print(f"harness role adapter: role {role or '?'}: {says}: {refused}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
     environ = dict(os.environ)
     real = environ[REAL_PYTHON_ENV]
@@ -947,23 +1002,7 @@ def main() -> None:
     try:
         adapted = adapt(sys.argv[1:], environ)
     except Refused as refused:
-        role = refused.role or (role_of(sys.argv[2], environ) if len(sys.argv) > 2 else None)
-        record = {
-            "role": role or "unknown",
-            "argv": sys.argv[1:],
-            "refused": str(refused),
-            "port": refused.port,
-            "fault": refused.fault,
-        }
-        written(log_dir / f"{role or 'unknown'}.refused", record)
-        tier = environ.get(DEVICE_ENV, "gpu")
-        says = (
-            "the launcher is at fault"
-            if refused.fault == "launcher"
-            else (f"cannot run on the {tier} tier")
-        )
-        print(f"harness role adapter: role {role or '?'}: {says}: {refused}", file=sys.stderr)
-        raise SystemExit(2) from None
+        refuse(refused, environ, log_dir)
     # the role's own processes are no roles: a `python3` they start runs as is
     env = {k: v for k, v in environ.items() if k not in {*adapted.unset, ROLE_ENV}}
     env.update(adapted.env)
@@ -983,7 +1022,14 @@ def main() -> None:
         dry = environ.get(DRY_ENV) == "1"
         if dry:
             done["seen_env"] = audit_view(env)
-        (log_dir / f"{adapted.role}.adapter.json").write_text(json.dumps(done, indent=1) + "\n")
+        written(log_dir / f"{adapted.role}.adapter.json", done)
+        off_the_router = workers_off_the_router(log_dir)
+        for worker, why in off_the_router.items():
+            if worker == adapted.role:
+                refuse(Refused(why, role=worker, fault="launcher"), environ, log_dir)
+            else:  # started first: the frontend, now recorded, names it
+                record = {"role": worker, "argv": [], "refused": why, "fault": "launcher"}
+                written(log_dir / f"{worker}.refused", record)
         if adapted.no_port:
             written(log_dir / f"{adapted.role}{NO_PORT_SUFFIX}", {"refused": adapted.no_port})
         if dry:

@@ -62,7 +62,7 @@ def test_noise_after_the_encoder_is_caught_on_the_dynamo_that_ships(
     # image's KV from a clean request would answer the noisy one without its rows
     red = other_image(urls)
     with TopologyPool(lambda sig: warmup_bodies(["image_url"], red, text=False)) as pool:
-        clean = run_case(sc, pool, red, judging, CaseRecord())
+        clean = run_case(sc, pool, red, judging, CaseRecord()).checks
         switch.touch()
         record = CaseRecord()
         with pytest.raises(TopologyFailure) as noisy:

@@ -73,7 +73,7 @@ def run_shape(sc: ServeCase, urls: MediaURLs) -> tuple[list[str], LaunchPlan, di
     kinds = {kind for r in sc.requests for kind in r.media}
     with TopologyPool(lambda sig: warmup_bodies(kinds, urls, text=False)) as pool:
         try:
-            checks = run_case(sc, pool, urls, judging, record)
+            checks = run_case(sc, pool, urls, judging, record).checks
         finally:
             topo = pool.current or record.topology
             assert topo is not None
