@@ -398,8 +398,6 @@ def cpu_vllm_args(
             kept.append(("--model", model_dir))
             out.notes.append(f"--model {value} -> the tiny checkpoint {model_dir}")
         elif name in REPLACED_VALUED or name in REPLACED_SWITCHES:
-            if name == "--block-size":
-                same_block_as_router(value, env)
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing; "
                 "the CPU tier's own flags replace it)"
@@ -488,8 +486,6 @@ def cpu_sglang_args(
         elif name in SGLANG_GPU_MEMORY_SWITCHES and value is None:
             out.notes.append(f"dropped {name} ({SGLANG_GPU_MEMORY_SWITCHES[name]})")
         elif name in SGLANG_REPLACED_VALUED or name in SGLANG_REPLACED_SWITCHES:
-            if name == "--page-size":
-                same_block_as_router(value, env)
             out.notes.append(
                 f"dropped {name}{'' if value is None else ' ' + value} (GPU sizing or a GPU-only "
                 "choice; the CPU tier's own flags replace it)"
@@ -640,16 +636,6 @@ def frontend(args: list[str], env: dict[str, str], out: Adapted) -> list[str]:
     return join_args(pairs)
 
 
-def same_block_as_router(block: str | None, env: dict[str, str]) -> None:
-    """A worker's KV block as the launcher sized it equals the one the KV-aware frontend hashes
-    requests by (its `--kv-cache-block-size`, as the frontend's adapter recorded it), or the
-    launcher is at fault: on any tier the router would match no block the workers publish. The
-    CPU tier gives both its own block size (CPU_KV_BLOCK), which would hide the mismatch."""
-    asked = recorded_flag(Path(env.get(LOG_DIR_ENV) or "."), "frontend", ROUTER_BLOCK_FLAGS)
-    if asked is not None and block is not None and asked != block:
-        raise Refused(router_blocks_differ(block, asked), fault="launcher")
-
-
 # the flag a KV-aware frontend hashes requests by, and those a worker sizes its KV blocks with
 ROUTER_BLOCK_FLAGS = ("--kv-cache-block-size",)
 WORKER_BLOCK_FLAGS = ("--block-size", "--page-size")
@@ -682,9 +668,11 @@ def recorded_flag(log_dir: Path, role: str, flags: tuple[str, ...]) -> str | Non
 
 
 def workers_off_the_router(log_dir: Path) -> dict[str, str]:
-    """{worker: why} for every recorded worker whose KV block differs from the one the recorded
-    frontend hashes by. Each role's adapter writes its record, then looks: whichever of a worker
-    and the frontend starts second sees the other's, in either order."""
+    """{worker: why} for every recorded worker whose KV block, as the launcher sized it, differs
+    from the one the recorded KV-aware frontend hashes requests by: on any tier the router would
+    match no block the worker publishes, the launcher's fault (the CPU tier gives both its own
+    block size, CPU_KV_BLOCK, which would hide it). Each role's adapter writes its record, then
+    looks: whichever of a worker and the frontend starts second sees the other's."""
     asked = recorded_flag(log_dir, "frontend", ROUTER_BLOCK_FLAGS)
     if asked is None:
         return {}
