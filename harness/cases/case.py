@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -42,6 +42,9 @@ class ServeCase:
     case: CaseSpec
     tier: Tier
     source: DynamoSource | None = None  # the Dynamo checkout under test (--dynamo-src)
+    # run for the answers a selected case is judged against (selection.pull_in): where the
+    # checkout holds no launcher for it, ours runs it on the checkout's Python
+    baseline: bool = False
 
     @property
     def test_id(self) -> str:
@@ -106,7 +109,17 @@ class ServeCase:
     @cached_property
     def launch_spec(self) -> LaunchSpec:
         """The launch this case runs on (a profile without this tier has none: ValueError)."""
-        return LaunchSpec.of(self.profile, self.tier, self.case, source=self.dynamo_under_test)
+        return LaunchSpec.of(
+            self.profile,
+            self.tier,
+            self.case,
+            source=self.dynamo_under_test,
+            baseline=self.baseline,
+        )
+
+    def as_baseline(self) -> ServeCase:
+        """This case run as the baseline of another (its launcher as `LaunchSpec.of` says)."""
+        return self if self.baseline else replace(self, baseline=True)
 
     @property
     def dynamo_under_test(self) -> DynamoSource | None:

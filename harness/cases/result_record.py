@@ -77,6 +77,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
             # checkout's own id for this case, where it has one
             "launcher_why": sc.launch_spec.choice.why if sc.signature else None,
             "upstream_id": sc.launch_spec.choice.upstream_id if sc.signature else None,
+            "baseline": sc.baseline,
             "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
             "engine": engine_version(sc.profile.stack),
             "outcome": outcome,

@@ -190,8 +190,11 @@ def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> l
     of another launch gives (a baseline from the same launch does not count, nor one from a case
     that is itself judged against that baseline: an XPU agg case is compared with the CUDA agg
     profile's answer, not with its XPU sibling's), transitively: a pulled-in case brings its own
-    baselines (E/P/D pulls in E/PD, which pulls in agg)."""
+    baselines (E/P/D pulls in E/PD, which pulls in agg). Each comes back `as_baseline()`: under
+    a Dynamo checkout that holds no launcher for it, ours runs it on the checkout's Python, so
+    what a checkout holds never decides whether a selected case is judged."""
     pulled: list[ServeCase] = []
+    candidates = [d.as_baseline() for d in deselected]
     consumers = list(selected)
     for consumer in consumers:  # grows as cases are pulled in
         for key in sorted(needed(consumer)):
@@ -201,7 +204,7 @@ def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> l
             match = next(
                 (
                     d
-                    for d in deselected
+                    for d in candidates
                     if provides(d, key)
                     and d.signature != consumer.signature
                     and not d.skip_reason(None)

@@ -45,7 +45,8 @@ def side_rows(
     results: Path, side: str, mark: Callable[[str], str] | None = None
 ) -> list[dict[str, Any]]:
     """One side's results, each launcher cell saying which copy ran (`mark(launcher)`, default
-    "<side> Dynamo") and each cause cell what was seen; a run that wrote nothing gives none."""
+    "<side> Dynamo"), each cause cell what was seen, and a baseline's id marked as one (run for
+    a selected id's comparison); a run that wrote nothing gives none."""
     if not results.is_file():
         return []
     try:
@@ -53,6 +54,8 @@ def side_rows(
     except ResultsFileError as exc:
         raise CliError(f"{side} run: {exc}") from None
     for row in rows:
+        if row.get("baseline"):  # pulled in for a selected id's comparison, not selected itself
+            row["test_id"] = f"{row['test_id']} (baseline)"
         row["launcher"] = (
             f"{row['launcher']} ({mark(row['launcher']) if mark else side + ' Dynamo'})"
         )

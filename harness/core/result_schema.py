@@ -43,6 +43,10 @@ class ResultLine(BaseModel):
         description="why that script: under --dynamo-src the checkout's matrix file:line that "
         "names it, or the profile's default",
     )
+    baseline: bool = Field(
+        default=False,
+        description="run for the answers a selected case is judged against, not selected itself",
+    )
     upstream_id: str | None = Field(
         default=None, description="the checkout's own id for the case, where its matrix has one"
     )

@@ -435,6 +435,12 @@ class BaselineStore:
         answer it recorded before failing is no baseline to hold another topology to)."""
         return self.failures.get(key)
 
+    def ran(self, key: Key, other_than: str) -> bool:
+        """A launch of `key`'s stack, model and topology other than `other_than` answered in
+        this session (a launch's own answers are no baseline for it)."""
+        answered = self.answers.items()
+        return any(k[:3] == key[:3] and sig != other_than for k, (sig, _, _) in answered)
+
     def get(self, key: Key, other_than: str) -> str | None:
         """The recorded answer, unless it came from `other_than` (a check against itself)."""
         found = self.answers.get(key)

@@ -43,12 +43,18 @@ class SameAs(Answered):
         if failed:
             return OracleResult(True, f"same as {wanted}: not judged: baseline {failed}", False)
         if baseline is None:
-            model = answer.scope.profile.model.short_name
+            stack, model = key[0], key[1]
+            if not answer.baselines.ran(key, other_than=answer.signature):  # nothing to hold
+                return OracleResult(
+                    True,
+                    f"same as {wanted}: not judged: baseline {wanted} of {model} ({stack}) was "
+                    f"not run in this session",
+                    False,
+                )
             return OracleResult(
                 False,
-                f"same as {wanted}: no {wanted} baseline recorded in this "
-                f"session for this request; run the {wanted} profile of {model} "
-                "too",
+                f"same as {wanted}: the {wanted} baseline of {model} ran in this session but "
+                "recorded no answer to this request (its profile sends another one?)",
             )
         result = check_same_text(answer.data, {"choices": [{"message": {"content": baseline}}]})
         return OracleResult(result.passed, f"same as {wanted}: {result.detail}")

@@ -189,22 +189,48 @@ def keep_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def pull_in_baselines(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The cases a selected case is judged against, back in: deselected ones, and selected ones
+    that skip only because the checkout under test holds no launcher for them (ours runs them
+    as baselines on its Python: `ServeCase.as_baseline`)."""
     deselected = config.stash.get(DESELECTED, [])
-    by_case = {id(sc): item for item in deselected if (sc := serve_case_of(item)) is not None}
     # a case that will skip judges nothing: its baselines are not pulled in for it
     selected = [
         sc
         for item in items
         if (sc := serve_case_of(item)) is not None and item.get_closest_marker("skip") is None
     ]
-    pulled = pull_in(selected, [sc for i in deselected if (sc := serve_case_of(i)) is not None])
+    launchless = [item for item in items if launcher_missing(item)]
+    candidates = [
+        (item, sc.as_baseline())
+        for item in [*deselected, *launchless]
+        if (sc := serve_case_of(item)) is not None
+    ]
+    by_case = {id(sc): item for item, sc in candidates}  # pull_in hands back these very values
+    pulled = pull_in(selected, [sc for _, sc in candidates])
     if not pulled:
         return
     back = [by_case[id(sc)] for sc in pulled]
-    for item in back:
-        item.user_properties.append(("pulled_in", "baseline of a selected case"))
-    items.extend(back)
+    for item, sc in zip(back, pulled, strict=True):
+        run_as_baseline(item, sc)
+        if item not in items:
+            items.append(item)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and "deselected" in reporter.stats:
         reporter.stats["deselected"] = [i for i in reporter.stats["deselected"] if i not in back]
     config.stash[PULLED_IN] = [item.nodeid for item in back]
+
+
+def launcher_missing(item: pytest.Item) -> bool:
+    """The item skips, and only because the checkout under test holds no launcher for it."""
+    sc = serve_case_of(item)
+    mark = item.get_closest_marker("skip")
+    if sc is None or mark is None or not sc.signature:
+        return False
+    return mark.kwargs.get("reason") == sc.launch_spec.choice.missing
+
+
+def run_as_baseline(item: pytest.Item, sc: ServeCase) -> None:
+    """The item runs `sc` (its case as a baseline), without the skip a missing launcher gave."""
+    item.callspec.params["serve_case"] = sc  # type: ignore[attr-defined]
+    item.own_markers[:] = [m for m in item.own_markers if m.name != "skip"]
+    item.user_properties.append(("pulled_in", "baseline of a selected case"))

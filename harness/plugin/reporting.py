@@ -173,8 +173,9 @@ SERVE_CASES = pytest.StashKey[list[ServeCase]]()
 
 
 def checkout_lines(cases: list[ServeCase]) -> list[str]:
-    """Under --dynamo-src: how many selected cases ran the checkout's own launchers, and the
-    ones that could not (the checkout has none for them), each with why."""
+    """Under --dynamo-src: how many selected cases ran the checkout's own launchers, the ones
+    that could not (the checkout has none for them), and the baselines ours ran in their place,
+    each with why."""
     launched = [sc for sc in cases if sc.signature is not None]
     if not launched or launched[0].launch_spec.source is None:
         return []
@@ -187,6 +188,11 @@ def checkout_lines(cases: list[ServeCase]) -> list[str]:
         f"{len(launched) - len(on_checkout)} on ours"
     ]
     lines += [f"  {sc.test_id}: {sc.launch_spec.choice.missing}" for sc in missing]
+    lines += [
+        f"  {sc.test_id}: {sc.launch_spec.choice.why}"
+        for sc in launched
+        if sc.baseline and sc.launch_spec.choice.origin == "ours"
+    ]
     return lines
 
 

@@ -7,7 +7,9 @@ plan, the start) reads this value, never the profile's cases, requests or expect
 - `choose_launcher`: under a Dynamo checkout (`--dynamo-src`), the script the checkout's own test
   matrix names for the case (by its upstream id, then by its profile's other ids, then by its
   stack and topology), else the profile's `upstream_launcher` where the checkout has no matrix
-  files; where the checkout holds none, the launch is `missing` and never runs ours instead.
+  files; where the checkout holds none, the launch is `missing` and never runs ours instead,
+  except as the baseline a selected case is judged against (`baseline=True`): then ours runs it,
+  on the checkout's Python, and says so.
 - `layout_args`, `launcher_args`: how a profile's launcher is invoked for a case."""
 
 from __future__ import annotations
@@ -79,14 +81,16 @@ class LaunchSpec:
         case: CaseSpec,
         root: Path = REPO_ROOT,
         source: DynamoSource | None = None,
+        baseline: bool = False,
     ) -> LaunchSpec:
         """`source`: the Dynamo checkout under test (--dynamo-src, resolved once by whoever took
-        the option: the plugin, `audit`, `up`), None: the installed one."""
+        the option: the plugin, `audit`, `up`), None: the installed one. `baseline`: the launch
+        gives a selected case its baseline answers (choose_launcher)."""
         spec = profile.tier(tier)
         if spec is None:
             raise ValueError(f"{profile.source}: profile {profile.name} has no {tier} tier")
         launcher = root / profile.launcher
-        choice = choose_launcher(profile, case, launcher, source)
+        choice = choose_launcher(profile, case, launcher, source, baseline)
         args = tuple(launcher_args(profile, tier, case, choice))
         env = {**profile.env, **spec.env, **case.env}
         roles = tuple(profile.roles)
@@ -177,13 +181,29 @@ def stack_words(profile: Profile) -> str:
 
 
 def choose_launcher(
-    profile: Profile, case: CaseSpec, ours: Path, source: DynamoSource | None
+    profile: Profile,
+    case: CaseSpec,
+    ours: Path,
+    source: DynamoSource | None,
+    baseline: bool = False,
 ) -> LauncherChoice:
     """Ours without a checkout. Under one: the script its matrix names for the case (its id, its
     profile's ids, its stack and topology); with no matrix files, the profile's
-    `upstream_launcher`; where the checkout holds neither, `missing` says so (never ours)."""
+    `upstream_launcher`; where the checkout holds neither, `missing` says so (never ours), unless
+    the launch is a `baseline` another case is judged against: its answers are the reference for
+    what the checkout's Python gives on another topology, so ours runs it on that Python."""
     if source is None:
         return LauncherChoice(ours, "ours", "no Dynamo checkout under test")
+    choice = _checkout_choice(profile, case, ours, source)
+    if baseline and choice.missing:
+        why = f"ours, as a baseline on the checkout's Python ({choice.missing})"
+        return LauncherChoice(ours, "ours", why)
+    return choice
+
+
+def _checkout_choice(
+    profile: Profile, case: CaseSpec, ours: Path, source: DynamoSource
+) -> LauncherChoice:
     if (source.root / PYTHON_ONLY).is_file():
         why = (source.root / PYTHON_ONLY).read_text().strip()
         copy = source.root / ours.relative_to(REPO_ROOT)

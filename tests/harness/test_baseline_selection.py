@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from harness.cases.case import ServeCase
 from harness.cases.selection import pull_in
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT, sglang_python
 from harness.profiles import load_profiles
+from tests.harness.dynamo_checkout import build_checkout
 
 CASES = [
     ServeCase(p, c, "cpu")
@@ -139,3 +143,49 @@ def test_each_shipped_id_alone_brings_every_baseline_it_needs_transitively() -> 
                 assert any(key in given(p) and p.signature != consumer.signature for p in chosen), (
                     f"{sc.test_id}: {consumer.test_id} needs {key[2]}, not in {ran}"
                 )
+
+
+@pytest.mark.parametrize(
+    ("shapes", "selected", "pulled", "on_ours"),
+    [
+        # the seed's checkout: its E/P/D launcher alone, no matrix (no E/PD or agg launcher)
+        (
+            False,
+            "mm_epd_qwen3-vl-2b",
+            "mm_e_pd_qwen3-vl-2b, mm_agg_qwen3-vl-2b",
+            ["mm_e_pd_qwen3-vl-2b", "mm_agg_qwen3-vl-2b"],
+        ),
+        # upstream's current launchers, no matrix: SGLang's agg launcher is renamed there
+        (True, "multimodal_e_pd_qwen", "mm_sglang_agg_qwen3-vl-2b", ["mm_sglang_agg_qwen3-vl-2b"]),
+    ],
+    ids=["epd_launcher_alone", "upstream_launchers"],
+)
+def test_a_checkout_pulls_in_the_same_baselines_whatever_launchers_it_holds(
+    tmp_path: Path, shapes: bool, selected: str, pulled: str, on_ours: list[str]
+) -> None:
+    """Under --dynamo-src the selection's baselines come in as they do without it, transitively;
+    where the checkout holds no launcher for a baseline's topology, ours runs it on the
+    checkout's Python and the summary says so."""
+    if shapes and not sglang_python().exists():
+        pytest.skip("the CPU tier's SGLang venv is not built here (the checkout copies its Dynamo)")
+    checkout = build_checkout(tmp_path / "dynamo", shapes=shapes)
+    run = collect("--dynamo-src", str(checkout), "--ids", selected)
+    assert run.returncode == 0, run.stdout + run.stderr
+    n = len(on_ours)
+    assert f"pulled in {n} baseline case(s) the selection left out: {pulled}" in run.stdout
+    for tid in on_ours:
+        assert f"  {tid}: ours, as a baseline on the checkout's Python (the checkout" in run.stdout
+
+
+def test_a_selected_case_the_checkout_has_no_launcher_for_runs_as_a_baseline_where_needed(
+    tmp_path: Path,
+) -> None:
+    """The whole suite on a checkout with only the E/P/D launcher: the agg and E/PD cases the
+    E/P/D cases are judged against run (ours, as baselines); a case no selected case needs
+    still skips, naming the launcher the checkout lacks."""
+    checkout = build_checkout(tmp_path / "dynamo")
+    run = collect("--dynamo-src", str(checkout), "-k", "qwen3-vl-2b and not sglang", "-rs")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "  mm_agg_qwen3-vl-2b: ours, as a baseline on the checkout's Python" in run.stdout
+    assert "  mm_e_pd_qwen3-vl-2b: ours, as a baseline on the checkout's Python" in run.stdout
+    assert "  mm_p_d_qwen3-vl-2b: the checkout has no launcher for vLLM p_d" in run.stdout

@@ -141,10 +141,35 @@ def test_cross_topology_equality_needs_a_different_launch() -> None:
         )
     # The baseline recorded by the same launch is not a baseline: that check could not fail.
     lone = BaselineStore()
-    with pytest.raises(TopologyFailure, match="no e_pd baseline"):
-        verdict(
+    line = next(
+        c
+        for c in verdict(
             judge_for("e_pd_qwen3-vl-2b", "cpu", lone, "sig-fd"), b64, response(200, answer("a"))
         )
+        if c.startswith("same as")
+    )
+    assert line == (
+        "same as e_pd: not judged: baseline e_pd of qwen3-vl-2b (dynamo-vllm) was not run in "
+        "this session"
+    )
+
+
+def test_a_baseline_that_was_not_run_is_not_judged_and_one_that_ran_elsewhere_is() -> None:
+    """No launch of the baseline's topology this session: "not judged", naming it, never a
+    wrong answer. One ran but answered another request: the profiles disagree, which fails."""
+    e_pd = PROFILES["e_pd_qwen3-vl-2b"]
+    b64 = e_pd.cases[1]
+    b64 = b64.model_copy(update={"cpu": b64.cpu.model_copy(update={"prompt_tokens": False})})
+    store = BaselineStore()
+    judge = judge_for("e_pd_qwen3-vl-2b", "cpu", store, "sig-fd")
+    line = next(c for c in verdict(judge, b64, response(200, answer("a"))) if "same as" in c)
+    assert "not judged: baseline e_pd of qwen3-vl-2b (dynamo-vllm) was not run" in line
+    assert judge.content_passed == 0  # it vouched for nothing
+    other = BaselineStore()
+    other.record(("dynamo-vllm", "qwen3-vl-2b", "e_pd", "another request"), "sig-plain", "x")
+    with pytest.raises(TopologyFailure, match="ran in this session but recorded no answer"):
+        judge = judge_for("e_pd_qwen3-vl-2b", "cpu", other, "sig-fd")
+        verdict(judge, b64, response(200, answer("a")))
 
 
 def test_a_case_whose_baseline_failed_is_not_judged_against_it() -> None:

@@ -13,6 +13,7 @@ import pytest
 from harness.cli.main import main
 from harness.core.paths import REPO_ROOT
 from harness.profiles import load_profiles
+from harness.report.results import load_results
 from tests.harness.dynamo_checkout import (
     EPD,
     build_checkout,
@@ -20,7 +21,6 @@ from tests.harness.dynamo_checkout import (
     epd_launcher,
     write_launcher,
 )
-from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_affected import ids_run_on, listed_as_run_on, selected_by_validate
 from tests.harness.upstream_shapes import vllm_e_pd
 
@@ -82,48 +82,66 @@ def test_affected_and_validate_checkout_select_the_same_ids(
 
 @pytest.mark.heavy
 @pytest.mark.vllm
-@pytest.mark.parametrize(
-    ("contract", "ids"),
-    # one id per launcher (a second id would repeat the launch): the E/P/D launcher in upstream's
-    # dyn_port contract, and upstream's E/PD launcher, whose encode worker has no health source
-    # as it ships. The role_vars contract runs unmodified in test_upstream_shapes.py.
-    [
-        pytest.param("dyn_port", SRC_IDS[:1], marks=EXHAUSTIVE),  # its contract: upstream_shapes
-        ("e_pd", ["mm_e_pd_qwen3-vl-2b"]),
-    ],
-    ids=["dyn_port", "e_pd_as_upstream_ships_it"],
-)
-def test_the_seed_table_for_a_checkout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], contract: str, ids: list[str]
+def test_the_seed_table_for_a_checkout_without_a_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    checkout = seed_checkout(tmp_path, contract)
+    """The seed's table as a user gets it: the shipped profiles, a checkout in upstream's layout
+    with no test matrix and no launcher for the baselines' topologies, and only a dependent id
+    selected (E/P/D, judged against E/PD, judged against agg). Both baselines are pulled in on
+    each side and run ours on the checkout's Python; the id reads "fixed", its comparison with
+    E/PD judged (not "not judged"). The E/P/D launcher in upstream's dyn_port contract (its
+    role_vars contract runs unmodified in test_upstream_shapes.py)."""
+    checkout = seed_checkout(tmp_path)
+    tid = SRC_IDS[0]
+    out = tmp_path / "out"
+    code = main(
+        [
+            *("validate", "checkout", str(checkout), "--base", "HEAD~1", "--ids", tid),
+            *("--results-dir", str(out)),
+        ]
+    )
+    table = capsys.readouterr().out
+    print(f"\n{table}")
+    assert code == 0, table
+    [row] = [line for line in table.splitlines() if line.startswith(f"| {tid} | failed")]
+    assert "| passed |" in row and "no_health_source: worker 'encode'" in row, row
+    assert "fixed" in row, row
+    for side in ("base-HEAD~1", "change"):
+        rows = {r["test_id"]: r for r in load_results(out / side / "results.jsonl")}
+        baselines = {i for i, r in rows.items() if r["baseline"]}
+        assert baselines == {"mm_e_pd_qwen3-vl-2b", "mm_agg_qwen3-vl-2b"}, (side, rows.keys())
+        assert all(rows[i]["outcome"] == "passed" for i in baselines), side
+        assert all("ours, as a baseline" in (rows[i]["launcher_why"] or "") for i in baselines)
+    same = [c for c in rows[tid]["checks"] if c.startswith("same as e_pd")]
+    assert same and not any("not judged" in c for c in same), rows[tid]["checks"]
+    assert f"| {tid} (baseline) |" not in table and "mm_e_pd_qwen3-vl-2b (baseline)" in table
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_the_seed_table_for_upstreams_e_pd_launcher(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's E/PD launcher, whose encode worker ships with no health source, at the base;
+    its branch gives it one (the shipped E/P/D profile without its comparisons: one launch a
+    side)."""
+    checkout = seed_checkout(tmp_path, "e_pd")
+    tid = "mm_e_pd_qwen3-vl-2b"
     started = time.monotonic()
     code = main(
         [
-            "validate",
-            "checkout",
-            str(checkout),
-            "--base",
-            "HEAD~1",
-            "--ids",
-            ",".join(ids),
-            "--profiles",
-            str(CHECKOUT_PROFILES),
-            "--results-dir",
-            str(tmp_path / "out"),
-            "--",
-            "--profiles",
-            str(CHECKOUT_PROFILES),
+            *("validate", "checkout", str(checkout), "--base", "HEAD~1", "--ids", tid),
+            *("--profiles", str(CHECKOUT_PROFILES), "--results-dir", str(tmp_path / "out")),
+            *("--", "--profiles", str(CHECKOUT_PROFILES)),
         ]
     )
     took = time.monotonic() - started
     table = capsys.readouterr().out
-    print(f"\n[{contract}]\n{table}\n(validate took {took:.0f} s)")
+    print(f"\n{table}\n(validate took {took:.0f} s)")
     assert code == 0, table
-    for tid in ids:
-        [row] = [line for line in table.splitlines() if line.startswith(f"| {tid} | failed")]
-        assert "| passed |" in row and "no_health_source: worker 'encode'" in row, row
-        assert "fixed" in row
+    [row] = [line for line in table.splitlines() if line.startswith(f"| {tid} | failed")]
+    assert "| passed |" in row and "no_health_source: worker 'encode'" in row, row
+    assert "fixed" in row
     assert (tmp_path / "out" / "validation.md").read_text().strip() == table.strip()
 
 
