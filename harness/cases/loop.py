@@ -15,6 +15,7 @@ from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
+from harness.oracles.engine_alone import EngineLaunch
 from harness.oracles.judge import CaseJudge, Judging
 from harness.oracles.reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
@@ -73,6 +74,14 @@ def judged_case(
         raise fault
 
 
+def engine_launch(sc: ServeCase, topo: Topology[Any]) -> EngineLaunch | None:
+    """How the engine that answers this launch's requests was started: the last worker role
+    that is no encode worker (the decode worker where there is one), as its adapter recorded
+    it; None where none did (a deployed target)."""
+    answering = [r.name for r in sc.profile.worker_roles if r.discovery_component != "encode"]
+    return EngineLaunch.of_roles(topo.plan.log_dir, answering, sc.profile.stack)
+
+
 def launcher_fault(topo: Topology[Any], judged: str) -> TopologyFailure | None:
     """A launcher fault that let the topology serve (a worker started without a system port:
     role_adapter NAME.noport): the case fails naming it, with how its answers were judged."""
@@ -106,6 +115,7 @@ def judge_requests(
     case_start = requests_of(case_counters)
     hits: list[RequestHit | None] = []
     requests = sc.requests
+    engine = engine_launch(sc, topo) if judging.settings.engine_alone else None
     for request in requests:
         repeat_of_case = request is requests[0]
         scope = Scope(request, sc.tier, sc.profile, judging.settings)
@@ -151,6 +161,8 @@ def judge_requests(
             if "image_uuid" in request.media
             else None,
             logged=seen.logged,
+            engine_launch=engine,
+            engines=judging.engines,
         )
         if resp.status_code == 200:
             record.answers[-1]["content"] = answer.content

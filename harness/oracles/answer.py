@@ -17,7 +17,9 @@ from harness.core.precision import Precision, family_dtype, precision_of
 from harness.oracles.boundary import first_encoded
 from harness.oracles.checks import OracleResult
 from harness.oracles.encoder_rows import reference_on_rows, tapped_rows
+from harness.oracles.engine_alone import EngineAlone, EngineAnswer, EngineLaunch
 from harness.oracles.reference import (
+    TOP_LOGPROBS,
     BaselineStore,
     Key,
     ProcessorCounts,
@@ -42,6 +44,7 @@ class JudgeSettings:
     """Which optional oracles this session runs (all of them, unless it cannot)."""
 
     model_answer: bool = True  # CPU: HF transformers' own answer (off for canned answers)
+    engine_alone: bool = True  # the serving engine run alone (off for canned answers, a target)
     cross_topology: bool = True  # CPU: a baseline topology's answer (off for a deployed target)
     relations: bool = True  # the media twins (off for canned answers: no launch to send them to)
     frontend_metrics: bool = True  # the frontend's /metrics read around each request (off: canned)
@@ -122,6 +125,9 @@ class Answer:
     model_body: dict[str, Any] | None = None
     # what each role's log gained while the request was served
     logged: Mapping[str, str] = field(default_factory=dict)
+    # the serving engine's launch as its role recorded it, and the session's engines alone
+    engine_launch: EngineLaunch | None = None
+    engines: EngineAlone | None = None
 
     @property
     def seen(self) -> dict[str, Any]:
@@ -170,6 +176,15 @@ class Answer:
         """The model's own greedy answer computed in float64: what a float32 reference's own
         rounding is judged against (LogProbs, where the float32 one disagrees)."""
         return reference(self.model_dir, self.seen, self.urls.fetch, "float64", self.stack)
+
+    @cached_property
+    def engine_answer(self) -> EngineAnswer | None:
+        """The serving engine's own answer to the request as the model sees it, run alone
+        (engine_alone.py); None where no engine role recorded its launch. Raises
+        EngineAloneError, in the engine's words, where it cannot answer."""
+        if self.engine_launch is None or self.engines is None:
+            return None
+        return self.engines.answer(self.engine_launch, self.seen, self.urls.fetch, TOP_LOGPROBS)
 
     @property
     def reference_ids(self) -> list[int] | None:

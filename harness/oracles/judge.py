@@ -11,6 +11,7 @@ from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
 from harness.oracles.base import Flow, Oracle
 from harness.oracles.checks import OracleResult
+from harness.oracles.engine_alone import EngineAlone
 from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable, applicable_to_case
 from harness.profiles import Profile, RequestSpec, Tier
@@ -23,10 +24,12 @@ UNREACHED = ": it did not show, and an earlier stage failed (not a reason to rem
 @dataclass(frozen=True)
 class Judging:
     """What a session judges every case against: the answers of its earlier launches (baselines
-    for the cross-topology and media-blind comparisons) and which optional oracles it runs."""
+    for the cross-topology and media-blind comparisons), its engines alone (None: none this
+    session), and which optional oracles it runs."""
 
     baselines: BaselineStore
     settings: JudgeSettings = field(default_factory=JudgeSettings)
+    engines: EngineAlone | None = None
 
     def failed(
         self,

@@ -17,6 +17,7 @@ from harness.core.paths import cache_dir
 from harness.machine.gpu_leases import GpuUnavailable
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.engine_alone import EngineAlone
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
@@ -87,21 +88,35 @@ def harness_baselines() -> BaselineStore:
     return BaselineStore()
 
 
+@pytest.fixture(scope="session")
+def harness_engines() -> Iterator[EngineAlone]:
+    """The session's engines alone (oracles/engine_alone.py), stopped at its end."""
+    engines = EngineAlone()
+    try:
+        yield engines
+    finally:
+        engines.close()
+
+
 @pytest.fixture
 def serve_run(
     request: pytest.FixtureRequest,
     harness_pool: TopologyPool,
     harness_media: MediaURLs,
     harness_baselines: BaselineStore,
+    harness_engines: EngineAlone,
 ) -> Any:
     record: CaseRecord = request.node.stash.setdefault(RECORD, CaseRecord())
 
+    deployed = session_of(request.config).target is not None
     settings = JudgeSettings(
-        # a deployed target has no other topology in this session to compare with
-        cross_topology=session_of(request.config).target is None,
+        # a deployed target has no other topology in this session to compare with, nor a
+        # record of how its engines were started
+        cross_topology=not deployed,
+        engine_alone=not deployed,
         excuse_defects=not request.config.getoption("--strict-defects"),
     )
-    judging = Judging(harness_baselines, settings)
+    judging = Judging(harness_baselines, settings, harness_engines)
 
     def run(sc: ServeCase) -> list[tuple[int, int]]:
         try:

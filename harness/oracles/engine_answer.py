@@ -1,0 +1,147 @@
+"""The answer held to its engine alone (engine_alone.py): the same engine, checkpoint, dtype and
+engine arguments, run without Dynamo on the same media and the prompt the model's chat template
+renders. Tokens and text equal, each token's log-probability within the engine's own tolerance
+(`ENGINE_TOLERANCE`); where Dynamo returns no log-probabilities (SGLang multimodal), tokens and
+text exactly. It judges Dynamo's part at any precision: the model's own answer (model_answer.py)
+is as loose as the engine's numerics are far from transformers' (bfloat16: 1.43 nats), the engine
+alone is not.
+
+Where the two references disagree, the verdict says which: the engine alone agrees with the
+served answer but the model does not -> the engine's own numerics, not Dynamo (`explains`);
+the served answer differs from its engine alone -> Dynamo's part changed what the engine
+computed, and the prompt each role ran names the role where it departs."""
+
+from __future__ import annotations
+
+import struct
+
+from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.answer import Answer, Scope
+from harness.oracles.base import Answered, Oracle
+from harness.oracles.checks import (
+    OracleResult,
+    Step,
+    compare_logprobs,
+    engine_steps,
+    excerpt,
+)
+from harness.oracles.engine_alone import EngineAloneError
+from harness.oracles.model_answer import special_tokens
+from harness.oracles.reference import load_processor
+
+# |served - engine alone| log-probability allowed, by (stack, dtype): the largest gap measured on
+# the shipped CPU cases, with its margin (docs/measurements.md, "The engine alone").
+ENGINE_TOLERANCE: dict[tuple[str, str], float] = {}
+DEFAULT_TOLERANCE = 0.0
+
+
+def engine_tolerance(stack: str, dtype: str) -> float:
+    return ENGINE_TOLERANCE.get((stack, dtype), DEFAULT_TOLERANCE)
+
+
+class EngineAloneAnswer(Answered):
+    """CPU: the answer is its engine's own, run alone on the same inputs."""
+
+    name = "matches its engine alone"
+    order = 55
+    tier = "cpu"
+    reads_content = True
+    defect = "engine_alone"
+    prefix = "matches its engine alone: "
+
+    def applies(self, scope: Scope) -> bool:
+        return super().applies(scope) and scope.settings.engine_alone
+
+    def label(self, scope: Scope) -> str:
+        tolerance = engine_tolerance(scope.profile.stack, scope.precision.dtype)
+        return f"matches its engine alone (tokens exact, logprobs within {tolerance:g})"
+
+    def check(self, answer: Answer) -> OracleResult:
+        try:
+            alone = answer.engine_answer
+        except EngineAloneError as exc:
+            return OracleResult(False, f"the engine alone could not answer: {exc}")
+        if alone is None:
+            return OracleResult(True, "no engine role recorded its launch", vouches=False)
+        tokenizer = load_processor(answer.model_dir).tokenizer
+        text = tokenizer.decode(alone.ids, skip_special_tokens=True)
+        where = prompt_departure(answer, len(alone.prompt_ids))
+        served = engine_steps(answer.data, special_tokens(answer.model_dir))
+        if served is None:  # no log-probabilities through Dynamo: the text, exactly
+            if answer.content == text:
+                return OracleResult(
+                    True, f"the same text as {alone.engine} (no log-probabilities came back)"
+                )
+            return OracleResult(
+                False,
+                f"{excerpt(answer.content)} where {alone.engine} answers {excerpt(text)}{where}",
+                role=where_role(answer, len(alone.prompt_ids)),
+            )
+        tolerance = engine_tolerance(answer.scope.profile.stack, answer.precision.dtype)
+        verdict = compare_logprobs(as_float32(served), as_float32(alone.steps), tolerance)
+        figures = {} if verdict.gap is None else {"engine_gap": verdict.gap}
+        if verdict.result.passed and len(served) != len(alone.steps):
+            verdict_text = (
+                f"{len(served)} tokens where {alone.engine} gives {len(alone.steps)}: "
+                f"{excerpt(answer.content)} against {excerpt(text)}"
+            )
+            return OracleResult(False, verdict_text + where, figures=figures)
+        detail = verdict.result.detail.replace("the model", alone.engine)
+        if verdict.result.passed:
+            return OracleResult(True, f"{detail}, against {alone.engine}", figures=figures)
+        return OracleResult(
+            False,
+            f"{detail}, against {alone.engine}{where}",
+            figures=figures,
+            role=where_role(answer, len(alone.prompt_ids)),
+        )
+
+    def explains(self, failed: Oracle, failure: TopologyFailure, answer: Answer) -> str | None:
+        """The model's own answer failed, the engine alone's holds: the engine's own numerics
+        (how it computes against transformers), not a Dynamo fault."""
+        if (
+            failure.cause != Cause.WRONG_ANSWER
+            or isinstance(failed, type(self))
+            or failed.defect not in ("hf_reference", "logprobs")
+            or not self.applies(answer.scope)
+        ):
+            return None
+        if not self.check(answer).passed:
+            return "the served answer differs from its engine alone too: Dynamo's part"
+        return (
+            "its engine alone answers the same: the difference from the model is the engine's "
+            "own numerics, not a Dynamo fault"
+        )
+
+
+def as_float32(steps: list[Step]) -> list[Step]:
+    """Each log-probability as the float32 the engine computed: Dynamo's JSON writes a float32
+    as its shortest decimal, which widens to another float64 than the engine's own float32 does
+    (6.65e-10 apart at -0.192, measured 2026-12-06): one value, two spellings."""
+
+    def f32(value: float) -> float:
+        return float(struct.unpack("f", struct.pack("f", value))[0])
+
+    return [Step(s.token, f32(s.logprob), {t: f32(v) for t, v in s.top.items()}) for s in steps]
+
+
+def prompt_departure(answer: Answer, alone_prompt: int) -> str:
+    """Where the prompt the roles ran departs from the one the engine alone ran."""
+    usage = answer.data.get("usage") if isinstance(answer.data, dict) else None
+    served = (usage or {}).get("prompt_tokens")
+    if not alone_prompt:
+        return ""
+    off = {role: n for role, n in answer.ran.items() if n != alone_prompt}
+    if off:
+        each = ", ".join(f"{role} ran {n}" for role, n in off.items())
+        return f"; the engine alone ran a {alone_prompt}-token prompt, {each}"
+    if served is not None and served != alone_prompt:
+        return f"; the engine alone ran a {alone_prompt}-token prompt, the answer reports {served}"
+    return ""
+
+
+def where_role(answer: Answer, alone_prompt: int) -> str | None:
+    """The first engine role whose prompt departs from the engine alone's."""
+    return next(
+        (role for role, n in answer.ran.items() if alone_prompt and n != alone_prompt), None
+    )
