@@ -1,16 +1,22 @@
-"""What each CPU-tier precision's oracles catch: the smallest image-embedding noise and the smallest
-logit noise that turn the verdict against the model's own answer, per precision, in one run.
+"""What each CPU-tier precision's oracles catch: the smallest pixel drift, image-embedding noise and
+logit noise that turn the verdict against the model's own answer, and against the engine alone,
+per precision, in one run.
 
 For each family (Qwen3-VL in float32, Qwen3.5 in bfloat16: harness/core/precision.py) it serves
 the tiny checkpoint with the pinned vLLM in this process (the engine every CPU-tier worker runs),
 asks the shipped image question (max_tokens 100, top-5 logprobs), and judges the answer with the
 same two checks the suite runs: the text against the model's own (transformers, same dtype,
 near-ties where the precision allows them) and the log-probabilities within its tolerance
-(checks.compare_logprobs). Then, scale by scale, it adds seeded Gaussian noise to one of:
-- the vision tower's output rows (`relative` x their RMS), the numbers an encode worker hands on;
-- the logits before the log-softmax (`absolute`, in nats).
+(checks.compare_logprobs). Then, scale by scale, it perturbs one of:
+- the image's pixels, every channel `levels` brighter (of 255) before the engine reads it, as a
+  media loader that drifts would (Dynamo's image loader, the frontend's decoder);
+- the vision tower's output rows (seeded Gaussian noise, `relative` x their RMS), the numbers an
+  encode worker hands on;
+- the logits before the log-softmax (seeded Gaussian noise, `absolute`, in nats).
 and prints the smallest scale each check catches, and the clean run's largest gap (what the
-tolerance is 10x of). Usage: python bench/precision_power.py [--families qwen3_vl qwen3_5]
+tolerance is 10x of). The engine alone (harness/oracles/engine_alone.py) is this engine's own
+clean answer: tokens exact, log-probabilities within its tolerance (engine_answer.py).
+Usage: python bench/precision_power.py [--families qwen3_vl qwen3_5]
 Run it alone: it loads one engine per family (about 20 s each on 2 cores)."""
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from harness.core.precision import family_dtype, precision_of
 from harness.oracles.checks import Step, compare_logprobs
+from harness.oracles.engine_answer import engine_tolerance
 from harness.oracles.reference import TOP_LOGPROBS, reference
 from harness.payloads.media import build_media
 from harness.tiny_models import build_tiny_model
@@ -42,6 +49,7 @@ PROMPT = "What colour is the square in this image? Respond with only the colour.
 MAX_TOKENS = 100  # the shipped cases' default (harness/profiles/schema.py)
 EMBEDDING_SCALES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 LOGIT_SCALES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+PIXEL_LEVELS = (1, 2, 4, 8, 16, 32, 64)
 SEED = 0
 
 
@@ -126,28 +134,52 @@ def verdict(steps: list[Step], model: list[Step], dtype: str) -> tuple[bool, boo
     return text_holds, judged.result.passed, judged.gap
 
 
+def alone_holds(steps: list[Step], alone: list[Step]) -> bool:
+    """The engine alone's check (engine_answer.py): tokens exact, logprobs within its tolerance."""
+    tolerance = engine_tolerance("dynamo-vllm", "any")
+    return compare_logprobs(steps, alone, tolerance).result.passed and len(steps) == len(alone)
+
+
+def drifted(image: Path, levels: int) -> str:
+    """A copy of the PNG with every channel `levels` brighter (clipped at 255), as a file URL."""
+    from PIL import Image
+
+    out = image.with_name(f"{image.stem}-plus{levels}.png")
+    Image.eval(Image.open(image).convert("RGB"), lambda v: min(v + levels, 255)).save(out)
+    return f"file://{out}"
+
+
 def smallest_caught(
     llm: Any,
     noise: Noise,
     site: str,
     scales: tuple[float, ...],
-    url: str,
+    image: Path,
     model: list[Step],
+    alone: list[Step],
     dtype: str,
-) -> tuple[float | None, float | None]:
-    """The smallest scale at which the text check, and the logprobs check, fail."""
-    text_at = logprobs_at = None
+) -> tuple[float | None, float | None, float | None]:
+    """The smallest scale at which the text check, the logprobs check (both against the model's
+    own answer), and the engine alone's check fail."""
+    text_at = logprobs_at = alone_at = None
     for scale in scales:
-        noise.site, noise.scale = site, scale
-        text_holds, logprobs_hold, _ = verdict(engine_steps(llm, url), model, dtype)
+        url = f"file://{image}"
+        if site == "pixels":
+            url = drifted(image, int(scale))
+        else:
+            noise.site, noise.scale = site, scale
+        steps = engine_steps(llm, url)
+        text_holds, logprobs_hold, _ = verdict(steps, model, dtype)
         if text_at is None and not text_holds:
             text_at = scale
         if logprobs_at is None and not logprobs_hold:
             logprobs_at = scale
-        if text_at is not None and logprobs_at is not None:
+        if alone_at is None and not alone_holds(steps, alone):
+            alone_at = scale
+        if None not in (text_at, logprobs_at, alone_at):
             break
     noise.site, noise.scale = "", 0.0
-    return text_at, logprobs_at
+    return text_at, logprobs_at, alone_at
 
 
 def measure(family: str) -> dict[str, Any]:
@@ -162,19 +194,25 @@ def measure(family: str) -> dict[str, Any]:
     assert found is not None
     noise = Noise()
     llm = engine(model_dir, dtype, noise)
-    url = f"file://{image}"
-    text_holds, logprobs_hold, gap = verdict(engine_steps(llm, url), found.steps, dtype)
+    alone = engine_steps(llm, f"file://{image}")  # the engine's own clean answer
+    again = engine_steps(llm, f"file://{image}")  # and the same asked again: it must hold
+    text_holds, logprobs_hold, gap = verdict(alone, found.steps, dtype)
     steps = found.steps
-    rows = smallest_caught(llm, noise, "rows", EMBEDDING_SCALES, url, steps, dtype)
-    logits = smallest_caught(llm, noise, "logits", LOGIT_SCALES, url, steps, dtype)
+    caught = {
+        site: smallest_caught(llm, noise, site, scales, image, steps, alone, dtype)
+        for site, scales in (
+            ("pixels", PIXEL_LEVELS),
+            ("rows", EMBEDDING_SCALES),
+            ("logits", LOGIT_SCALES),
+        )
+    }
     return {
         "family": family,
         "dtype": dtype,
         "tolerance": precision_of(dtype).logprob_tolerance,
         "gap": gap,
-        "clean_passes": text_holds and logprobs_hold,
-        "rows": rows,
-        "logits": logits,
+        "clean_passes": text_holds and logprobs_hold and alone_holds(again, alone),
+        **caught,
     }
 
 
@@ -196,14 +234,17 @@ def main() -> int:
             return 2
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print(
-        "family | dtype | tolerance | clean: largest gap | clean passes | image-row noise "
-        "caught (text / logprobs) | logit noise caught (text / logprobs)"
+        "family | dtype | tolerance | clean: largest gap | clean passes | pixel drift caught "
+        "(levels: text / logprobs / engine alone) | image-row noise caught (text / logprobs / "
+        "engine alone) | logit noise caught (text / logprobs / engine alone)"
     )
     for r in results:
+        cells = " | ".join(
+            " / ".join(str(x) for x in r[site]) for site in ("pixels", "rows", "logits")
+        )
         print(
             f"{r['family']} | {r['dtype']} | {r['tolerance']:g} | {r['gap']:.3g} | "
-            f"{r['clean_passes']} | {r['rows'][0]} / {r['rows'][1]} | "
-            f"{r['logits'][0]} / {r['logits'][1]}"
+            f"{r['clean_passes']} | {cells}"
         )
     return 0 if all(r["clean_passes"] for r in results) else 1
 

@@ -163,5 +163,6 @@ class CaseRecord:
     # per request: (HTTP status, how many oracles reading the answer's content passed)
     verdicts: list[tuple[int, int]] = field(default_factory=list)
     max_logprob_gap: float | None = None  # the largest |engine - model| logprob of its answers
+    max_engine_gap: float | None = None  # the largest |served - engine alone| logprob
     # the requests no numeric oracle vouched for (CPU tier), each with why
     unjudged_numerically: list[str] = field(default_factory=list)

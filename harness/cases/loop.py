@@ -176,6 +176,8 @@ def judge_requests(
         finally:  # a failing answer's gap is evidence too
             if answer.logprob_gap is not None:
                 record.max_logprob_gap = max(record.max_logprob_gap or 0.0, answer.logprob_gap)
+            if answer.engine_gap is not None:
+                record.max_engine_gap = max(record.max_engine_gap or 0.0, answer.engine_gap)
         record.verdicts.append((resp.status_code, judge.content_passed - content_before))
         if judge.unjudged_numerically:
             record.unjudged_numerically.append(judge.unjudged_numerically)

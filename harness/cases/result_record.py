@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.result_schema import ResultLine
 from harness.core.secrets import is_secret, scrub_text
 from harness.core.verdict import TopologyFailure
+from harness.topology.topology import session_id
 
 if TYPE_CHECKING:
     from harness.cases.case import CaseRecord, ServeCase
@@ -95,6 +96,8 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
             "budget_s": spec.budget.total_s if spec else None,
             "checks": list(rec.checks),  # every oracle that passed, one line each
             "max_logprob_gap": rec.max_logprob_gap,
+            "max_engine_gap": rec.max_engine_gap,
+            "session": session_id(),
             # requests judged without a numeric oracle (a blind spot named, not hidden), and why
             "unjudged_numerically": list(rec.unjudged_numerically),
             "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -1,5 +1,7 @@
-"""`python -m harness report RESULTS.jsonl`: validation table (Markdown or HTML), optionally an
-A/B comparison against another run (`--compare OTHER.jsonl` is the A side, RESULTS the B side)."""
+"""`serve-harness report RESULTS.jsonl`: validation table (Markdown or HTML), optionally an A/B
+comparison against another run (`--compare OTHER.jsonl` is the A side, RESULTS the B side). A
+file several runs appended to (the suite appends to runs/results.jsonl) is read as the latest
+result of each id, naming the runs they came from; `--all` reports every run's."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from harness.report import (
     compare_table,
     html_report,
     junit_xml,
+    latest_results,
     load_results,
     merge_results,
+    run_of,
     validation_table,
 )
 
@@ -24,6 +28,7 @@ ORDER = 60  # its place in `serve-harness --help` (harness/cli/main.py)
 
 EXAMPLES = """examples:
   serve-harness report runs/results.jsonl
+  serve-harness report runs/results.jsonl --all
   serve-harness report runs/results.jsonl --compare old/results.jsonl"""
 
 
@@ -39,6 +44,11 @@ def add_parser(
         "merged (each case once; with their manifests, every case reported)",
     )
     parser.add_argument("--compare", type=Path, help="results.jsonl of the baseline run (A side)")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every run's results in the file (default: the latest result of each id)",
+    )
     parser.add_argument("--format", choices=["md", "html"], default="md")
     parser.add_argument("--title", default="Serve validation", help="HTML page title")
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
@@ -55,26 +65,42 @@ def read(path: Path) -> list[dict[str, Any]]:
         raise CliError(str(exc)) from None
 
 
+def runs_line(results: list[dict[str, Any]]) -> str:
+    """'From 2 runs: 3f2a1c0d9e8b (50 ids, 2026-12-06T00:30), 9bc80f0c6f64 (4 ids, …)'."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        runs.setdefault(run_of(result), []).append(result)
+    each = ", ".join(
+        f"{run} ({len(rows)} id(s), {min(str(r['started_at'])[:16] for r in rows)})"
+        for run, rows in runs.items()
+    )
+    return f"From {len(runs)} run(s): {each}"
+
+
 def render(
     results: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, fmt: str, title: str
 ) -> str:
     if fmt == "html":
         return html_report(results, title=title, baseline=baseline)
-    parts = [f"# {title}", "", validation_table(results, fmt="md")]
+    parts = [f"# {title}", "", runs_line(results), "", validation_table(results, fmt="md")]
     if baseline is not None:
         parts += ["", "## A/B (A = baseline, B = this run)", "", compare_table(baseline, results)]
     return "\n".join(parts) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
+    files = [(path, read(path)) for path in args.results]
     try:
-        results = merge_results([(path, read(path)) for path in args.results])
+        if args.all:
+            results = [result for _, rows in files for result in rows]
+        else:
+            results = merge_results(files)
     except MergeError as exc:
         raise CliError(f"the shards do not add up: {exc}") from None
     if args.junit:
         args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_text(junit_xml(results), encoding="utf-8")
-    baseline = read(args.compare) if args.compare else None
+    baseline = latest_results(read(args.compare)) if args.compare else None
     text = render(results, baseline, args.format, args.title)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -84,10 +84,18 @@ class ResultLine(BaseModel):
     max_logprob_gap: float | None = Field(
         default=None, description="the largest |engine - model| log-probability of its answers"
     )
+    max_engine_gap: float | None = Field(
+        default=None,
+        description="the largest |served - engine alone| log-probability of its answers",
+    )
     unjudged_numerically: list[str] = Field(
         default_factory=list, description="requests no numeric oracle vouched for, each with why"
     )
     started_at: str = Field(description="when the line was written (ISO 8601)")
+    session: str | None = Field(
+        default=None,
+        description="the run (pytest session) that wrote it: runs/<session>/ holds its logs",
+    )
 
     @field_validator("started_at")
     @classmethod

@@ -112,6 +112,7 @@ class Answer:
     # by the case loop before judging, by the name each oracle gave
     sent: Mapping[str, requests.Response] = field(default_factory=dict)
     logprob_gap: float | None = None  # the largest |engine - model| logprob (the logprobs oracle)
+    engine_gap: float | None = None  # the largest |served - engine alone| logprob
     # where the encode worker's vision model's rows were tapped (CPU tier; None: not seen)
     tap_dir: Path | None = None
     # the rows' files that had crossed a boundary before this request (oracles/boundary.py)

@@ -79,7 +79,8 @@ class VllmAlone:
 
 class SglangAlone:
     """SGLang's offline `Engine` on the prompt the model's chat template renders (the text a
-    request's messages give) and the media as sent, greedy, with the radix cache off."""
+    request's messages give) and the media as sent, greedy, with the radix cache off (every
+    answer computed from its whole prompt)."""
 
     def __init__(self, model: str, argv: list[str]) -> None:
         import argparse
@@ -94,6 +95,9 @@ class SglangAlone:
         default = ServerArgs.from_cli_args(parser.parse_args(["--model-path", model]))
         args = changed(given, default)
         args["disable_radix_cache"] = True
+        # an idle scheduler otherwise polls without blocking: a whole core while it waits for
+        # the next request (the served roles get the same, role_adapter.py SGLANG_SLEEP_ON_IDLE)
+        args["sleep_on_idle"] = True
         self.engine = sglang.Engine(**args)
         from transformers import AutoProcessor
 

@@ -68,6 +68,8 @@ class CaseJudge:
             result = oracle.check(answer)
             if "logprob_gap" in result.figures:
                 answer.logprob_gap = result.figures["logprob_gap"]
+            if "engine_gap" in result.figures:
+                answer.engine_gap = result.figures["engine_gap"]
             try:
                 lines.append(self.line_of(answer, oracle, result))
             except TopologyFailure as failure:

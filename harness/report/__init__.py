@@ -14,8 +14,10 @@ from harness.report.render import (
 from harness.report.results import (
     MergeError,
     ResultsFileError,
+    latest_results,
     load_results,
     merge_results,
+    run_of,
     schema_problems,
 )
 
@@ -26,8 +28,10 @@ __all__ = [
     "html_report",
     "junit_properties",
     "junit_xml",
+    "latest_results",
     "load_results",
     "merge_results",
+    "run_of",
     "schema_problems",
     "timeline_svg",
     "validation_table",

@@ -3,6 +3,8 @@
 - `load_results`, `schema_problems`: reading ``results.jsonl`` (one result object per line) and
   validating it against the schema (harness/core/result_schema.py), with errors that name
   ``file:line`` and the offending field.
+- `latest_results`: a file several runs appended to (the suite appends), read as its latest
+  result per id, each naming the run it came from.
 - `merge_results`: the results files of N shards merged into one run: every case once, and
   (where the shards left manifests) every case the selection held has a result in some file."""
 
@@ -67,6 +69,29 @@ def load_results(path: Path | str) -> list[dict[str, Any]]:
     return results
 
 
+def run_of(result: dict[str, Any]) -> str:
+    """The run a result came from: its session, else (a line from before sessions were
+    written) the session directory of its logs, else when it was written."""
+    if result.get("session"):
+        return str(result["session"])
+    run_dir = result.get("run_dir")
+    if run_dir:
+        return Path(run_dir).parent.name
+    return str(result.get("started_at", ""))[:19]
+
+
+def latest_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last result of each id in file order (runs append), in the order ids first came."""
+    last: dict[str, dict[str, Any]] = {}
+    for result in results:
+        last.pop(result["test_id"], None)
+        last[result["test_id"]] = result
+    return list(last.values())
+
+
+SHOWN_IDS = 3  # of the ids an overlap names in its one line
+
+
 class MergeError(ValueError):
     """Shards that do not add up: a case in two files, or a case no shard reported."""
 
@@ -77,18 +102,24 @@ def manifest_path(results: Path) -> Path:
 
 
 def merge_results(runs: list[tuple[Path, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """One list of results from several files; raises MergeError naming the case and files."""
+    """One list of results from several files, each file read as its latest result per id;
+    raises MergeError, in one short line, where an id is in two files (a true overlap of
+    shards) or a shard's manifest names one no file holds."""
     seen: dict[str, Path] = {}
     merged: list[dict[str, Any]] = []
     problems: list[str] = []
+    overlap: list[str] = []
     for path, results in runs:
-        for result in results:
+        for result in latest_results(results):
             test_id = result["test_id"]
             if test_id in seen:
-                problems.append(f"{test_id} is in both {seen[test_id]} and {path}")
+                overlap.append(test_id)
                 continue
             seen[test_id] = path
             merged.append(result)
+    if overlap:
+        shown = ", ".join(overlap[:SHOWN_IDS]) + (", …" if len(overlap) > SHOWN_IDS else "")
+        problems.append(f"{len(overlap)} id(s) in more than one file ({shown})")
     expected: dict[str, str] = {}
     for path, _ in runs:
         manifest = manifest_path(path)
@@ -97,11 +128,10 @@ def merge_results(runs: list[tuple[Path, list[dict[str, Any]]]]) -> list[dict[st
             for index, ids in enumerate(shards, start=1):
                 for test_id in ids:
                     expected[test_id] = f"shard {index}/{len(shards)}"
-    problems += [
-        f"{test_id} ({where}) has a result in no file"
-        for test_id, where in expected.items()
-        if test_id not in seen
-    ]
+    absent = [f"{t} ({where})" for t, where in expected.items() if t not in seen]
+    if absent:
+        shown = ", ".join(absent[:SHOWN_IDS]) + (", …" if len(absent) > SHOWN_IDS else "")
+        problems.append(f"{len(absent)} id(s) a manifest names have a result in no file ({shown})")
     if problems:
         raise MergeError("; ".join(problems))
     return merged

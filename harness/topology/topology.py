@@ -15,6 +15,7 @@ A deployed topology is described by a target file (harness/topology/target.py)."
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import os
@@ -361,7 +362,20 @@ def new_run_dir(name: str, tier: Tier) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = runs_dir() / session_id() / f"{name}-{tier}-{stamp}-{uuid.uuid4().hex[:4]}"
     path.mkdir(parents=True, exist_ok=True)
+    point_latest(path.parent)
     return path
+
+
+def point_latest(session_dir: Path) -> None:
+    """runs/latest -> the last session that launched, replaced atomically (a rename)."""
+    latest = session_dir.parent / "latest"
+    if latest.is_symlink() and os.readlink(latest) == session_dir.name:
+        return
+    fresh = latest.with_name(f".latest-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        fresh.unlink()
+    fresh.symlink_to(session_dir.name)
+    fresh.replace(latest)
 
 
 def launch(

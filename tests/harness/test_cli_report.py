@@ -47,3 +47,38 @@ def test_bad_line_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path / "none.jsonl")]) == 2
     assert "no results file at" in capsys.readouterr().err
+
+
+def test_a_file_two_runs_appended_to_reports_each_ids_latest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tutorial's command on its second day: the suite appends each run to one file; the
+    report is the latest result of each id, naming the runs; --all shows both runs."""
+    first = [make_result(t, session="run1", started_at="2026-12-05T10:00:00") for t in ("a", "b")]
+    second = [
+        make_result("a", "failed", session="run2", started_at="2026-12-06T09:00:00"),
+        make_result("c", session="run2", started_at="2026-12-06T09:01:00"),
+    ]
+    results = write(tmp_path / "results.jsonl", [*first, *second])
+    assert main(["report", str(results)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split(" | ")[0].removeprefix("| ") for r in rows[1:]] == ["b", "a", "c"], out
+    assert next(r for r in rows if r.startswith("| a |")).count("failed") == 1  # run2's
+    assert "From 2 run(s): run1 (1 id(s), 2026-12-05T10:00), run2 (2 id(s), 2026-12-06T09:00)" in (
+        out
+    )
+    assert main(["report", str(results), "--all"]) == 0
+    assert capsys.readouterr().out.count("| a |") == 2
+
+
+def test_shards_that_overlap_say_so_in_one_short_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [f"mm_case_{i}" for i in range(40)]
+    one = write(tmp_path / "one.jsonl", [make_result(t) for t in ids])
+    two = write(tmp_path / "two.jsonl", [make_result(t) for t in ids])
+    assert main(["report", str(one), str(two)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "40 id(s) in more than one file (mm_case_0, mm_case_1, mm_case_2, …)" in err
+    assert len(err) < 200, err

