@@ -1,20 +1,17 @@
-"""Containers a killed `harness docker` left behind: each run labels its container with the owner
-process (host, pid, start time); a later run removes those whose owner on this host is gone.
+"""`serve-harness docker --image IMG [--overlay SRC[:DST]]… [--gpus all|N] -- PYTEST_ARGS`: run
+the suite (or `--command`) in a container image, with changed files overlaid read-only.
 
-Only containers carrying the harness label are ever looked at, and never one whose owner still
-runs; a pid reused by an unrelated process is told apart by its start time.
+One run with the Docker SDK: host network and PID namespace, optional GPUs, logs streamed with
+secrets scrubbed, the container removed on exit and on Ctrl-C. The container shares the host's
+harness state, so a run inside it and one outside cannot collide: the cache (tiny models, media,
+compile caches) is mounted at /cache, the port and GPU lease registries at their own paths, and
+the PID namespace is the host's, because a lease names its owner by pid and start time and each
+side drops the leases whose owner it cannot see running.
 
-Running the suite in a container: what to mount and pass (pure), and one run with the Docker SDK
-(host network and PID namespace, optional GPUs, logs streamed with secrets scrubbed, removed on
-exit and Ctrl-C).
-
-The container shares the host's harness state, so a run inside it and one outside cannot collide:
-the cache (tiny models, media, compile caches) is mounted at /cache, the port and GPU lease
-registries at their own paths, and the PID namespace is the host's, because a lease names its
-owner by pid and start time and each side drops the leases whose owner it cannot see running.
-
-`python -m harness docker --image IMG [--overlay SRC[:DST]]… [--gpus all|N] -- PYTEST_ARGS`:
-run the suite (or `--command`) in an image, with changed files overlaid read-only."""
+Containers a killed run left behind are removed by the next: each run labels its container with
+its owner process (host, pid, start time), and only containers carrying the harness label whose
+owner on this host is gone are removed (a pid reused by another process is told apart by its
+start time)."""
 
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ from harness.topology.processes import handling, raise_interrupt
 ORDER = 70  # its place in `serve-harness --help` (harness/cli/main.py)
 
 EXAMPLES = """examples:
-  serve-harness docker --image serve-harness-cpu:local -- -m post_merge"""
+  serve-harness docker --image serve-harness/cpu:local -- -m post_merge"""
 
 LABEL = "serve-harness"
 OWNER_LABEL = "serve-harness.owner-pid"

@@ -51,8 +51,8 @@ ORDER = 87  # after `bisect` (85) in `serve-harness --help`
 EXAMPLES = """examples:
   serve-harness mutate --list
   serve-harness mutate                                  # every fault, on the installed Dynamo
-  serve-harness mutate --faults vllm-e-pd-encoder-bypassed,vllm-usage-prompt-tokens-off
-  serve-harness mutate --dynamo-src ~/dynamo --faults vllm-agg-never-registered"""
+  serve-harness mutate --faults vllm-e-pd-encoder-bypassed,vllm-usage-prompt-tokens-off-by-one
+  serve-harness mutate --dynamo-src ~/dynamo --faults vllm-agg-worker-no-model-card"""
 
 CAUGHT, MISNAMED, ESCAPED = "caught", "misnamed", "escaped"
 NOT_APPLICABLE, UNDETERMINED, NO_RESULT = "not applicable", "undetermined", "no result"
@@ -220,7 +220,6 @@ def add_parser(
         "mutate",
         help="how good is the serve suite: faults put into a copy of Dynamo, caught or escaped",
         description=__doc__,
-        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

@@ -47,7 +47,8 @@ EXAMPLES = """examples:
   serve-harness validate checkout ~/dynamo --base origin/main
   serve-harness validate patch docs/patches/dynamo-1.6.1-encoder-dtype.patch \\
     --ids mm_epd_qwen3-vl-2b
-  serve-harness validate image serve-harness-cpu:local"""
+  serve-harness validate image serve-harness/cpu:local \
+    --change my_epd.sh:launchers/vllm/disagg_multimodal_epd.sh"""
 
 
 def run_checkout(args: argparse.Namespace) -> int:

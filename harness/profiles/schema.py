@@ -82,7 +82,12 @@ class GpuExpect(Strict):
         return _check_refusal(self, content_fields=("all_of", "any_of", "alt_any_of"))
 
 
-DefectOracle = Literal["hf_reference", "logprobs", "other_media", "prompt_tokens", "role_prompts"]
+DefectOracle = Literal[
+    "hf_reference", "logprobs", "engine_alone", "other_media", "prompt_tokens", "role_prompts"
+]
+# The oracles that hold an answer to the model's own: a defect that fails one must say what it
+# does against the engine alone (oracles/engine_answer.py), which judges Dynamo's part alone.
+MODEL_ORACLES = ("hf_reference", "logprobs")
 # Where a declared defect's unpatched-versus-patched proof lives (docs/upstream-defects.md).
 DEFECT_PROOF = re.compile(r"^docs/[\w./-]+\.md#[a-z0-9-]+$")
 
@@ -136,6 +141,26 @@ class KnownDefect(Strict):
     # where the defect is in the encoder: what it computes instead (the encoder oracle holds the
     # encoder's rows to it, and the numbers after the encoder are judged on those rows)
     encoder: EncoderRecipe | None = None
+    # where it fails the model's own answer but not the engine alone's: why the engine alone
+    # agrees (the defect leaves what the engine computes as it is, e.g. a field left out)
+    engine_alone: str | None = Field(default=None, min_length=20)
+
+    @model_validator(mode="after")
+    def _says_what_the_engine_alone_does(self) -> KnownDefect:
+        against_model = [o for o in self.oracles if o in MODEL_ORACLES]
+        if against_model and "engine_alone" not in self.oracles and self.engine_alone is None:
+            raise ValueError(
+                f"defect {self.id} fails {', '.join(against_model)} (the model's own answer): "
+                "say what it does against the engine alone: add engine_alone to its oracles "
+                "(the served answer departs from its engine's own too), or `engine_alone: <why "
+                "the engine alone agrees>`"
+            )
+        if "engine_alone" in self.oracles and self.engine_alone is not None:
+            raise ValueError(
+                f"defect {self.id}: engine_alone is among the oracles it fails, so "
+                "`engine_alone: <why it agrees>` contradicts it"
+            )
+        return self
 
     def describe(self) -> str:
         return f"upstream defect {self.id}: {self.root_cause.describe()} ({self.proof})"

@@ -13,9 +13,10 @@ from harness.core.registered import Registered
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
 from harness.topology.observed import RunningTopology
+from harness.topology.own_words import own_words_in
 from harness.topology.plan import RolePlan
 from harness.topology.processes import listeners
-from harness.topology.roles import RoleTable, engine_root_cause, tail
+from harness.topology.roles import RoleTable, tail
 
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
 # What a Dynamo 1.6.1 worker logs when its system port is taken; it then runs on without /health.
@@ -94,21 +95,34 @@ class RoleExited(LogDiagnosis):
             return None
         roles.recorded_exit_code(exited[0])  # the launcher's record: who exited first, and how
         name = roles.exited()[0]
+        if launcher_gave_up(topo, roles, name):  # a helper of ours, stopped by its trap
+            return LauncherExited().check(topo, roles)
         code = roles.exit_code(name)
         topo.timeline.record(name, "exited")
         log = tail(roles.log_path(name))
         taken = any(hint in log for hint in PORT_IN_USE_HINTS)
         where = "before ready" if topo.phase != "ready" else "mid-test"
-        root = None if taken else engine_root_cause(roles.log_path(name))
+        words = None if taken else own_words_in(roles.log_path(name))
         return topo.failure(
             Cause.PORT_IN_USE if taken else Cause.ROLE_EXITED,
             f"role '{name}' exited {where} (code {code if code is not None else 'unknown'})"
             + (": a port it needs is taken" if taken else "")
-            + (f"; its engine core: {root}" if root else ""),
+            + (f": {words}" if words else ""),
             role=name,
             exit_code=code,
             log_tail=log,
         )
+
+
+def launcher_gave_up(topo: RunningTopology, roles: RoleTable, first: str) -> bool:
+    """The launcher itself has exited and the first role to go is none the profile declares (a
+    helper the harness started for it: the event broker), which its exit trap stopped: the
+    launcher is the one that failed, in its own words."""
+    launcher = roles.launcher
+    if launcher is None or launcher.poll() is None:
+        return False
+    declared = {"frontend", *(r.name for r in topo.plan.roles if r.kind != "aux")}
+    return first not in declared
 
 
 class RoleNotStarted(LogDiagnosis):
@@ -266,10 +280,13 @@ class LauncherExited(LogDiagnosis):
         code = roles.launcher.poll()
         if code is None:
             return None
+        words = own_words_in(roles.launcher_log)
         return topo.failure(
             Cause.LAUNCHER_EXITED,
-            f"launcher {topo.plan.launcher.name} exited with code {code} before "
-            f"{'ready' if topo.phase != 'ready' else 'the test ended'}",
+            f"launcher {launcher_name(topo)} exited with code {code} before "
+            f"{'ready' if topo.phase != 'ready' else 'the test ended'}"
+            + (f": {words}" if words else ""),
+            role="launcher",
             log_tail=tail(roles.launcher_log),
             exit_code=code,
         )

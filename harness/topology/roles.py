@@ -32,6 +32,7 @@ import psutil
 import requests
 
 from harness.core.process_start import is_running_as, process_started
+from harness.topology.own_words import own_words
 from harness.topology.plan import LaunchPlan
 
 PROBE_TIMEOUT_S = 1.0
@@ -129,46 +130,6 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return f"(no log at {path})"
     text = ANSI_ESCAPE.sub("", data.decode(errors="replace"))
     return "\n".join(fold_health_polls(text.splitlines())[-lines:])
-
-
-TRACEBACK = "Traceback (most recent call last):"
-CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
-
-
-def last_exception(text: str) -> str | None:
-    r"""The exception line that ends the last Python traceback in a log, e.g.
-    "pydantic_core._pydantic_core.ValidationError: 1 validation error for RdmaMetadata".
-
-    >>> last_exception("x\nTraceback (most recent call last):\n  File \"a.py\"\nKeyError: 'k'")
-    "KeyError: 'k'"
-    """
-    lines = ANSI_ESCAPE.sub("", text).splitlines()
-    starts = [i for i, line in enumerate(lines) if TRACEBACK in line]
-    if not starts:
-        return None
-    for line in lines[starts[-1] + 1 :]:
-        if line.strip() and not line.startswith((" ", "\t")) and not line.startswith(CHAINED):
-            return line.strip()[:400]
-    return None
-
-
-# vLLM's engine core logs its own failure (a kernel that refuses a dtype) in ERROR lines and the
-# worker's traceback then ends "Engine core initialization failed. See root cause above."
-# (vllm/v1/engine/core.py, core_client.py, 0.31): the cause is that ERROR line, far above a tail.
-ENGINE_CORE_ERROR = re.compile(
-    r"\(EngineCore[^)]*\) ERROR .*?\] ((?:\w+\.)*\w*(?:Error|Exception)\b.*)$"
-)
-
-
-def engine_root_cause(path: Path) -> str | None:
-    """The exception line vLLM's engine core logged last before the worker gave up, e.g.
-    "NotImplementedError: \"causal_conv1d_fwd_kernel_impl\" not implemented for 'Float'"."""
-    try:
-        text = ANSI_ESCAPE.sub("", path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
-    except FileNotFoundError:
-        return None
-    found = [m.group(1) for line in text.splitlines() if (m := ENGINE_CORE_ERROR.search(line))]
-    return found[-1][:400] if found else None
 
 
 def fold_health_polls(lines: list[str]) -> list[str]:
@@ -290,15 +251,16 @@ class RoleTable:
         return dict(self._system_ports)
 
     def logged_exception(self) -> tuple[str, str] | None:
-        """(role, its exception line) of the role whose log most recently ended a Python
-        traceback, if any did: what a worker logs while the requests it serves fail 5xx."""
+        """(role, its own words: own_words.py) of the role whose log was written last among
+        those that logged a failure, if any did: what a worker logs while the requests it
+        serves fail 5xx."""
         found = []
         for role in self.plan.roles:
             path = self.log_path(role.name)
             with contextlib.suppress(OSError):
-                line = last_exception(path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
-                if line:
-                    found.append((path.stat().st_mtime, role.name, line))
+                words = own_words(path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
+                if words is not None:
+                    found.append((path.stat().st_mtime, role.name, str(words)))
         if not found:
             return None
         _, name, line = max(found)
