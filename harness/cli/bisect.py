@@ -201,7 +201,7 @@ class Runner:
             label = f"step {number} at {commit.short}"
             code = run_side(label, ids, out, self.pytest_args, env, strict=False, tool="bisect")
         rows = rows_by_id(out / "results.jsonl", ids, f"step {number}")
-        why = "" if rows else f"no result (pytest exited {code})"
+        why = "" if rows else f"no result (the run exited {code}: docs/reference/exit-codes.md)"
         return Step(commit, rows, SKIP, why, time.monotonic() - started, out)
 
 

@@ -112,7 +112,7 @@ EXIT_CODES = """exit codes:
   2    bad input: a profile, option, file or field (named on stderr)
   130  interrupted (Ctrl-C)
   141  stdout closed early (`… | head`)
-(`python -m harness` is the same command.)"""
+scripts/serve-suite and scripts/self-test return pytest's: docs/reference/exit-codes.md"""
 
 
 def subcommand_modules() -> list[ModuleType]:
@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="serve-harness",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EXIT_CODES,
-        description="Tools around the serve suite; `serve-harness COMMAND --help` says more.",
+        description="Tools around the serve suite; `serve-harness COMMAND --help` says more. "
+        "`scripts/serve-harness` runs it on a fresh machine (it sets up first); `python -m "
+        "harness` in the venv is the same command.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {}

@@ -105,7 +105,13 @@ def run_side(
         err: int | None = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         err = None
-    return run_to_the_end(command, env, err)
+    code = run_to_the_end(command, env, err)
+    return PYTEST_CODES.get(code, code)
+
+
+# pytest's exit codes as serve-harness's (docs/reference/exit-codes.md): interrupted -> 130, an
+# internal error -> 1, a usage error or nothing selected -> 2 (bad input)
+PYTEST_CODES = {2: 130, 3: 1, 4: 2, 5: 2}
 
 
 def run_to_the_end(command: list[str], env: dict[str, str], err: int | None) -> int:

@@ -524,6 +524,8 @@ def read_matrix(src: Path) -> Matrix:
             scripts += _topology_scripts(reader, rel, stack, accelerator, directory)
         else:
             entries += _config_entries(reader, rel, stack, accelerator, directory)
+    if not src.is_dir():
+        raise UnreadableCheckout(f"{src}: no such directory")
     if not files:
         raise UnreadableCheckout(
             f"{src}: none of {', '.join(MATRIX_FILES)} (is it a Dynamo checkout?)"

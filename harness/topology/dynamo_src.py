@@ -137,6 +137,8 @@ class DynamoSource:
             ) from None
 
     def check_layout(self) -> None:
+        if not self.root.is_dir():
+            raise DynamoSourceError(f"--dynamo-src {self.root}: no such directory")
         if not (self.python_dir / "dynamo").is_dir():
             raise DynamoSourceError(
                 f"--dynamo-src {self.root}: no components/src/dynamo there (a Dynamo checkout "
