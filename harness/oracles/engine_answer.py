@@ -29,10 +29,22 @@ from harness.oracles.engine_alone import EngineAloneError
 from harness.oracles.model_answer import special_tokens
 from harness.oracles.reference import load_processor
 
-# |served - engine alone| log-probability allowed, by (stack, dtype): the largest gap measured on
-# the shipped CPU cases, with its margin (docs/measurements.md, "The engine alone").
-ENGINE_TOLERANCE: dict[tuple[str, str], float] = {}
-DEFAULT_TOLERANCE = 1e-2  # provisional, while the shipped cases' gaps are measured
+# |served - engine alone| log-probability allowed, by (stack, dtype): 10x the largest gap measured
+# over every shipped CPU case whose path computes what its engine does (the serve suite,
+# 2026-12-06; docs/measurements.md, "The engine alone"), as the model's tolerance is set
+# (core/precision.py). Zero where every gap was zero: held to the bit.
+ENGINE_TOLERANCE: dict[tuple[str, str], float] = {
+    # 0.0 on every agg, P/D, E/P/D video and Qwen3-VL router answer; 8.70e-06 on the Qwen2-VL
+    # and 7.93e-06 on the Qwen2.5-VL KV-router cases, whose repeats the served engine computes on
+    # prefix-cached blocks (the engine alone computes every prompt whole)
+    ("dynamo-vllm", "float32"): 1e-4,
+    # 0.0 on Qwen3.5's agg and KV-router cases: held to the bit
+    ("dynamo-vllm", "bfloat16"): 0.0,
+    # 1.16e-05 on the Qwen2.5-VL router (its radix cache), 0.0 to 1.9e-06 on the rest
+    ("dynamo-sglang", "float32"): 1.2e-4,
+}
+# A stack and precision no shipped case measured: the bit, until a measurement says otherwise.
+DEFAULT_TOLERANCE = 0.0
 
 
 def engine_tolerance(stack: str, dtype: str) -> float:
