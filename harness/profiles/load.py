@@ -27,13 +27,40 @@ class ProfileError(ValueError):
 SHARED_ANCHORS = "known_defects.yml"
 
 
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: object, line: int) -> None:
+        super().__init__(f"key {key!r} given twice")
+        self.key, self.line = key, line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives a key twice (PyYAML's own keeps the
+    last in silence). A merge (`<<: *anchor`) may still be overridden: that is what it is for."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise DuplicateKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def raw_profile(path: Path) -> dict[str, Any]:
     """The profile's mapping, its directory's shared anchors resolved and the `x-…` keys that
-    held anchors (docker-compose's extension fields) left out."""
+    held anchors (docker-compose's extension fields) left out. A key given twice is refused,
+    naming the file and line."""
     shared = path.parent / SHARED_ANCHORS
-    text = (shared.read_text() if shared.is_file() else "") + path.read_text()
+    before = shared.read_text() if shared.is_file() else ""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(before + path.read_text(), Loader=UniqueKeyLoader)
+    except DuplicateKey as twice:
+        offset = before.count("\n")
+        where = f"{path}:{twice.line - offset}" if twice.line > offset else f"{shared}:{twice.line}"
+        raise ProfileError(f"{where}: {twice}: a YAML key is given once") from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -416,6 +417,20 @@ class Profile(Strict):
                 data = {**data, "roles": [*STANDARD_ROLES, *roles]}
         return data
 
+    @field_validator("launcher", "upstream_launcher")
+    @classmethod
+    def _inside_its_root(cls, path: str | None) -> str | None:
+        """A launcher path stays inside its root (this repository, or the Dynamo checkout)."""
+        if path is None:
+            return path
+        parts = PurePosixPath(path).parts
+        if PurePosixPath(path).is_absolute() or ".." in parts:
+            raise ValueError(
+                f"{path!r} leaves its root: give it relative to the repository (launcher) or the "
+                "Dynamo checkout (upstream_launcher), without '..'"
+            )
+        return path
+
     @field_validator("marks")
     @classmethod
     def _cadence(cls, marks: list[str]) -> list[str]:
@@ -430,6 +445,19 @@ class Profile(Strict):
             raise ValueError(f"role names repeat: {names}")
         if [r.kind for r in self.roles].count("frontend") != 1:
             raise ValueError("needs exactly one role of kind frontend")
+        labels = [r.health_port for r in self.roles if r.health_port]
+        shared = sorted({label for label in labels if labels.count(label) > 1})
+        if shared:
+            holders = {
+                label: [r.name for r in self.roles if r.health_port == label] for label in shared
+            }
+            raise ValueError(
+                "roles share a health port: "
+                + "; ".join(
+                    f"{label} is {' and '.join(names)}'s" for label, names in holders.items()
+                )
+                + " (each worker needs its own system port to be told apart)"
+            )
         ids = [self.test_id(c) for c in self.cases]
         if len(set(ids)) != len(ids):
             raise ValueError(f"case ids repeat: {ids}")

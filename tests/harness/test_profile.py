@@ -1,5 +1,6 @@
 """Profile schema and loader: good profiles load, bad ones name file and field."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -241,16 +242,28 @@ def test_a_request_may_declare_defects_with_distinct_roots_one_per_oracle() -> N
         }
 
     two = CpuExpect.model_validate(
-        {"known_defect": [defect("a", ["prompt_tokens"]), defect("b", ["logprobs"])]}
+        {
+            "known_defect": [
+                defect("a", ["prompt_tokens"]),
+                defect("b", ["logprobs", "engine_alone"]),
+            ]
+        }
     )
     assert [d.id for d in two.defects] == ["a", "b"]
     logprobs = two.defect_of("logprobs")
     assert logprobs is not None and logprobs.id == "b"
     assert two.defect_of("hf_reference") is None
-    with pytest.raises(ValueError, match=r"oracle\(s\) \['logprobs'\] declared by more than one"):
+    with pytest.raises(
+        ValueError, match=r"oracle\(s\) \['prompt_tokens'\] declared by more than one"
+    ):
         CpuExpect.model_validate(
-            {"known_defect": [defect("a", ["logprobs"]), defect("b", ["logprobs"])]}
+            {"known_defect": [defect("a", ["prompt_tokens"]), defect("b", ["prompt_tokens"])]}
         )
+    # one that fails the model's own answer says what it does against the engine alone
+    with pytest.raises(ValueError, match="say what it does against the engine alone"):
+        CpuExpect.model_validate({"known_defect": [defect("c", ["hf_reference"])]})
+    agrees = {**defect("d", ["logprobs"]), "engine_alone": "the engine alone computes the same"}
+    assert CpuExpect.model_validate({"known_defect": [agrees]}).defects[0].engine_alone
 
 
 def test_a_launcher_the_launch_would_refuse_is_refused_at_load(tmp_path: Path) -> None:
@@ -263,3 +276,55 @@ def test_a_launcher_the_launch_would_refuse_is_refused_at_load(tmp_path: Path) -
         load_profile(path, tmp_path)
     script.chmod(0o755)
     assert load_profile(path, tmp_path).launcher == "launchers/x.sh"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        (
+            ("launcher: launchers/vllm/agg_multimodal.sh", "launcher: ../../../etc/passwd"),
+            "launcher",
+            "'../../../etc/passwd' leaves its root",
+        ),
+        (
+            ("stack: dynamo-vllm", "stack: dynamo-vllm\nupstream_launcher: /etc/passwd"),
+            "upstream_launcher",
+            "'/etc/passwd' leaves its root",
+        ),
+        (
+            (
+                "  - {name: worker, kind: worker, health_port: DYN_SYSTEM_PORT1}",
+                "  - {name: worker, kind: worker, health_port: DYN_SYSTEM_PORT1}\n"
+                "  - {name: encode, kind: worker, health_port: DYN_SYSTEM_PORT1}",
+            ),
+            "<top>",
+            "roles share a health port: DYN_SYSTEM_PORT1 is worker and encode's",
+        ),
+    ],
+    ids=["launcher_leaves_the_repo", "upstream_launcher_absolute", "two_roles_one_health_port"],
+)
+def test_what_would_break_a_launch_is_refused_at_load(
+    tmp_path: Path, change: tuple[str, str], field: str, says: str
+) -> None:
+    path = write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(ProfileError, match=rf"{path}: {field}: .*{re.escape(says)}"):
+        load_profile(path, REPO_ROOT)
+
+
+def test_a_key_given_twice_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two in silence; the loader refuses, naming file and line (a
+    merge key's override is still allowed: it is what a merge is for)."""
+    path = write(tmp_path, GOOD.replace("stack: dynamo-vllm", "stack: dynamo-vllm\nstack: x"))
+    with pytest.raises(ProfileError, match=rf"{path}:5: key 'stack' given twice"):
+        load_profile(path, REPO_ROOT)
+    nested = GOOD.replace(
+        "budget: {total_s: 100, register_s: 50}}\ncases",
+        "budget: {total_s: 100, total_s: 9, register_s: 50}}\ncases",
+    )
+    with pytest.raises(ProfileError, match="key 'total_s' given twice"):
+        load_profile(write(tmp_path, nested), REPO_ROOT)
+    merged = GOOD.replace(
+        "cpu: {budget: {total_s: 100, register_s: 50}}",
+        "x-b: &b {total_s: 100, register_s: 50}\ncpu: {budget: {<<: *b, total_s: 120}}",
+    )
+    assert load_profile(write(tmp_path, merged), REPO_ROOT).cpu.budget.total_s == 120
