@@ -134,9 +134,9 @@ def verdict(steps: list[Step], model: list[Step], dtype: str) -> tuple[bool, boo
     return text_holds, judged.result.passed, judged.gap
 
 
-def alone_holds(steps: list[Step], alone: list[Step]) -> bool:
+def alone_holds(steps: list[Step], alone: list[Step], dtype: str) -> bool:
     """The engine alone's check (engine_answer.py): tokens exact, logprobs within its tolerance."""
-    tolerance = engine_tolerance("dynamo-vllm", "any")
+    tolerance = engine_tolerance("dynamo-vllm", dtype)
     return compare_logprobs(steps, alone, tolerance).result.passed and len(steps) == len(alone)
 
 
@@ -174,7 +174,7 @@ def smallest_caught(
             text_at = scale
         if logprobs_at is None and not logprobs_hold:
             logprobs_at = scale
-        if alone_at is None and not alone_holds(steps, alone):
+        if alone_at is None and not alone_holds(steps, alone, dtype):
             alone_at = scale
         if None not in (text_at, logprobs_at, alone_at):
             break
@@ -211,7 +211,7 @@ def measure(family: str) -> dict[str, Any]:
         "dtype": dtype,
         "tolerance": precision_of(dtype).logprob_tolerance,
         "gap": gap,
-        "clean_passes": text_holds and logprobs_hold and alone_holds(again, alone),
+        "clean_passes": text_holds and logprobs_hold and alone_holds(again, alone, dtype),
         **caught,
     }
 

@@ -21,6 +21,7 @@ from harness.oracles.base import Answered, Oracle
 from harness.oracles.checks import (
     OracleResult,
     Step,
+    check_same_text,
     compare_logprobs,
     engine_steps,
     excerpt,
@@ -85,14 +86,13 @@ class EngineAloneAnswer(Answered):
         where = prompt_departure(answer, len(alone.prompt_ids))
         served = engine_steps(answer.data, special_tokens(answer.model_dir))
         if served is None:  # no log-probabilities through Dynamo: the text, exactly
-            if answer.content == text:
+            same = check_same_text(answer.data, as_answer(text), label=alone.engine)
+            if same.passed:
                 return OracleResult(
                     True, f"the same text as {alone.engine} (no log-probabilities came back)"
                 )
             return OracleResult(
-                False,
-                f"{excerpt(answer.content)} where {alone.engine} answers {excerpt(text)}{where}",
-                role=where_role(answer, len(alone.prompt_ids)),
+                False, f"{same.detail}{where}", role=where_role(answer, len(alone.prompt_ids))
             )
         tolerance = engine_tolerance(answer.scope.profile.stack, answer.precision.dtype)
         verdict = compare_logprobs(as_float32(served), as_float32(alone.steps), tolerance)
@@ -129,6 +129,10 @@ class EngineAloneAnswer(Answered):
             "its engine alone answers the same: the difference from the model is the engine's "
             "own numerics, not a Dynamo fault"
         )
+
+
+def as_answer(text: str) -> dict[str, object]:
+    return {"choices": [{"message": {"content": text}}]}
 
 
 def as_float32(steps: list[Step]) -> list[Step]:

@@ -148,7 +148,7 @@ def keep_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
     if unknown:
         raise pytest.UsageError(
             f"--ids: {', '.join(unknown)} not among the selected serve cases (check -m / -k "
-            "and `python -m harness list`)"
+            "and `serve-harness list`)"
         )
     dropped = [
         item for item in items if (sc := serve_case_of(item)) is None or sc.test_id not in wanted

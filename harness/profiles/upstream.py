@@ -1,7 +1,7 @@
 """Parity with upstream Dynamo's own multimodal serve tests: each upstream id (catalogue in
 upstream_ids.yaml) against the case of the same id here, its cadence mark and GPU count on the
 GPU tier; ids upstream has that this repo does not carry say why; ids only this repo has are
-listed as ours. `python -m harness list --upstream` prints it (docs/upstream-parity.md)."""
+listed as ours. `serve-harness list --upstream` prints it (docs/upstream-parity.md)."""
 
 from __future__ import annotations
 
@@ -105,18 +105,22 @@ def _ours(profile: Profile, case: CaseSpec) -> str:
 
 def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None) -> list[ParityRow]:
     catalogue = upstream_tests() if catalogue is None else catalogue
-    cases = {p.test_id(c): (p, c) for p in profiles for c in p.cases}
+    # keyed by stack and id: upstream's ids are unique only within one test file (vLLM's and
+    # SGLang's files both define mm_agg_router_qwen3.5-0.8b)
+    cases: dict[tuple[str, str], tuple[Profile, CaseSpec]] = {
+        (p.stack, p.test_id(c)): (p, c) for p in profiles for c in p.cases
+    }
     rows = []
-    matched: set[str] = set()
+    matched: set[tuple[str, str]] = set()
     for test in catalogue:
         if test.renamed and not test.where:
             continue
         # an XPU id repeats a CUDA one: only our own id for it (`here`) matches a case; two
         # upstream ids (one renamed in a later version) may both name ours
         ours = test.here or (test.id if test.accelerator == "cuda" else None)
-        found = cases.get(ours) if ours else None
+        found = cases.get((test.stack, ours)) if ours else None
         if found is not None and ours is not None:
-            matched.add(ours)
+            matched.add((test.stack, ours))
         if found is None:
             problem = None if test.absent else "upstream runs it; no case here and no reason why"
             rows.append(ParityRow(test.id, test, None, problem))
@@ -134,8 +138,8 @@ def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None)
         rows.append(ParityRow(test.id, test, _ours(profile, case), "; ".join(problems) or None))
     rows += [
         ParityRow(tid, None, _ours(p, c), None)
-        for tid, (p, c) in sorted(cases.items())
-        if tid not in matched
+        for (stack, tid), (p, c) in sorted(cases.items())
+        if (stack, tid) not in matched
     ]
     return rows
 
@@ -177,7 +181,7 @@ def render_markdown(
     """The parity page; `sources` name where the upstream facts were read (the catalogue's by
     default), `command` the one that regenerates it."""
     lines = [
-        f"# Upstream parity (generated: `python -m harness {command}`)",
+        f"# Upstream parity (generated: `serve-harness {command}`)",
         "",
         "Upstream NVIDIA Dynamo's multimodal serve tests for Qwen3-VL-2B and LLaVA-1.5-7B",
         "(`harness/profiles/upstream_ids.yaml` says where they were read) against the cases here:",

@@ -1,4 +1,4 @@
-"""Pure report builders for ``python -m harness report``, from results.jsonl files.
+"""Pure report builders for ``serve-harness report``, from results.jsonl files.
 
 Load, validate and merge results.jsonl (`harness.report.results`); render validation and A/B
 tables (Markdown or HTML), an HTML page, timeline SVGs and JUnit (`harness.report.render`)."""

@@ -18,9 +18,9 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles import engine_alone
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.engine_alone import EngineAlone, EngineLaunch, inline_media
+from harness.oracles.engine_alone import EngineAlone, EngineAnswer, EngineLaunch, inline_media
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
+from harness.oracles.reference import BaselineStore, MediaFetcher
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from tests.harness.test_dynamo_src_launch import nothing_left
@@ -153,10 +153,12 @@ class EngineAloneGivenOtherFlagsDouble(EngineAlone):
         super().__init__(root=root)
         self.flags = flags
 
-    def ask(self, launch: EngineLaunch, request: Mapping[str, Any]) -> dict[str, Any]:
+    def answer(
+        self, launch: EngineLaunch, body: Mapping[str, Any], fetch: MediaFetcher, top: int
+    ) -> EngineAnswer:
         kept = tuple(u for u in launch.args if u[0] not in self.flags)
         args = tuple(sorted(kept + tuple((name, *v) for name, v in self.flags.items())))
-        return super().ask(replace(launch, args=args), request)
+        return super().answer(replace(launch, args=args), body, fetch, top)
 
 
 AGG = load_profile(REPO_ROOT / "profiles/vllm/agg_qwen3-vl-2b.yaml", REPO_ROOT)
@@ -196,8 +198,12 @@ def test_the_served_answer_is_its_engines_own_and_a_broken_reference_fails_namin
     again = EngineAlone(root=tmp_path / "cache")
     record = run_agg(urls, again)
     assert again.computed == 0 and not again.workers, "a second run computed a reference"
-    for flags in ({"--dtype": ("bfloat16",)}, {"--max-num-batched-tokens": ("16",)}):
-        broken = EngineAloneGivenOtherFlagsDouble(tmp_path / f"broken-{len(flags)}", flags)
+    # another dtype; another generation config (a repetition penalty the role did not run
+    # with). Prefill in 16-token chunks (`--max-num-batched-tokens 16`) is no other reference:
+    # vLLM's CPU float32 answer is the same to the bit (measured here, 2026-12-06)
+    overrides = {"--override-generation-config": ('{"repetition_penalty": 1.5}',)}
+    for flags in ({"--dtype": ("bfloat16",)}, overrides):
+        broken = EngineAloneGivenOtherFlagsDouble(tmp_path / "cache", flags)  # the same cache
         with pytest.raises(TopologyFailure) as failed:
             run_agg(urls, broken)
         message = failed.value.message
