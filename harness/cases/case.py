@@ -19,8 +19,10 @@ from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import plan_memory
 from harness.oracles.serving import with_filler
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
+from harness.profiles.checkout_case import NotDefinable, as_the_checkout_defines, matrix_match
+from harness.profiles.checkout_matrix import matrix_at
 from harness.topology.dynamo_patch import patched_once
-from harness.topology.dynamo_src import DynamoSource
+from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
 from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology
 
@@ -45,6 +47,31 @@ class ServeCase:
     # run for the answers a selected case is judged against (selection.pull_in): where the
     # checkout holds no launcher for it, ours runs it on the checkout's Python
     baseline: bool = False
+    # why the case cannot run as the checkout under test defines it (checkout_case.py)
+    checkout_skip: str | None = None
+    # where its requests come from: the checkout's file:line (as it defines the case), or ours
+    defined_by: str = "ours"
+
+    @classmethod
+    def of(
+        cls, profile: Profile, case: CaseSpec, tier: Tier, source: DynamoSource | None = None
+    ) -> ServeCase:
+        """The case on a tier; under a Dynamo checkout, as the checkout's own matrix defines it
+        (its requests, their options, its environment: profiles/checkout_case.py)."""
+        if source is None or (source.root / PYTHON_ONLY).is_file():
+            return cls(profile, case, tier, source)
+        matrix = matrix_at(source.root)
+        found = (
+            matrix_match(profile, case, matrix.of(profile.stack, profile.accelerator))
+            if (matrix is not None)
+            else None
+        )
+        if found is None or not found[2]:  # no entry of its own: ours, as the launcher says
+            return cls(profile, case, tier, source)
+        defined = as_the_checkout_defines(profile, case, found[0])
+        if isinstance(defined, NotDefinable):
+            return cls(profile, case, tier, source, checkout_skip=defined.why)
+        return cls(profile, defined, tier, source, defined_by=f"the checkout's {found[0].where}")
 
     @property
     def test_id(self) -> str:
@@ -69,6 +96,8 @@ class ServeCase:
     def skip_reason(self, inventory: GpuInventory | None) -> str | None:
         """Why this case cannot run here; on the GPU tier `inventory` is what the machine offers
         (None: judge only what no machine could change)."""
+        if self.checkout_skip:
+            return self.checkout_skip
         missing = self.launch_spec.choice.missing if self.signature else None
         if missing:
             return missing

@@ -79,6 +79,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
             "launcher_why": sc.launch_spec.choice.why if sc.signature else None,
             "upstream_id": sc.launch_spec.choice.upstream_id if sc.signature else None,
             "baseline": sc.baseline,
+            "defined_by": sc.defined_by,
             "model": sc.profile.model.gpu if sc.tier == "gpu" else f"tiny:{sc.profile.model.cpu}",
             "engine": engine_version(sc.profile.stack),
             "outcome": outcome,

@@ -22,6 +22,8 @@ from harness.core.precision import family_dtype, precision_of
 from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import CaseSpec, Profile, Tier
+from harness.profiles.checkout_case import as_the_checkout_defines_all
+from harness.profiles.checkout_matrix import read_matrix
 from harness.profiles.load import mark_names
 from harness.profiles.schema import CADENCE_MARKS
 from harness.profiles.upstream import (
@@ -283,14 +285,19 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--dynamo-src goes with --upstream")
     if args.upstream:
         catalogue, sources, command = upstream_tests(), upstream_sources(), "list --upstream"
+        profiles = profiles_in(args.profiles)
+        undefinable: dict[tuple[str, str], str] = {}
         if args.dynamo_src:
             try:
                 catalogue, where = read_checkout(args.dynamo_src, catalogue)
+                entries = list(read_matrix(args.dynamo_src).entries)
             except (OSError, UnreadableCheckout) as exc:
                 raise CliError(f"--dynamo-src: {exc}") from None
+            # our cases as the checkout defines them: what the suite runs under --dynamo-src
+            profiles, undefinable = as_the_checkout_defines_all(profiles, entries)
             sources = {"checkout": where}
             command += f" --dynamo-src {args.dynamo_src}"
-        parity_rows = parity(profiles_in(args.profiles), catalogue)
+        parity_rows = parity(profiles, catalogue, undefinable)
         print(render_markdown(parity_rows, sources, command), end="")
         return 1 if any(row.problem for row in parity_rows) else 0
     chosen = tier_chosen(args.tier)

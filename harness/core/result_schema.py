@@ -43,6 +43,11 @@ class ResultLine(BaseModel):
         description="why that script: under --dynamo-src the checkout's matrix file:line that "
         "names it, or the profile's default",
     )
+    defined_by: str = Field(
+        default="ours",
+        description="where its requests come from: the profile's (`ours`), or under "
+        "--dynamo-src the checkout's test matrix (`the checkout's FILE:LINE`)",
+    )
     baseline: bool = Field(
         default=False,
         description="run for the answers a selected case is judged against, not selected itself",

@@ -136,6 +136,8 @@ class CaseJudge:
         defect = answer.request.cpu.defect_of(oracle.defect) if self.tier == "cpu" else None
         if defect is None:
             return self.must(result, prefix, result.cause or oracle.cause)
+        if result.passed and not result.vouches:  # it compared nothing: the defect unjudged
+            return f"{prefix}{result.detail} (upstream defect {defect.id} not judged here)"
         if not self.settings.excuse_defects:  # judged as if undeclared; a failure names it
             if result.passed:
                 return prefix + result.detail

@@ -39,7 +39,7 @@ REQUEST_MARGIN_S = 30.0
 def serve_cases(config: pytest.Config) -> list[ServeCase]:
     session = session_of(config)
     profiles = load_profiles(Path(config.getoption("--profiles")), REPO_ROOT)
-    cases = [ServeCase(p, c, session.tier, session.source) for p in profiles for c in p.cases]
+    cases = [ServeCase.of(p, c, session.tier, session.source) for p in profiles for c in p.cases]
     return cases
 
 

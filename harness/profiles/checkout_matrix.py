@@ -154,6 +154,10 @@ class Payload:
     repeat: int = 1
     min_avg_kv_hit_rate: float | None = None
     prompt_filler_repeats: int | None = None
+    options: tuple[str, ...] = ()  # every keyword the call gives, known to this reader or not
+    line: int = 0
+    eviction_fill_count: int | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,8 @@ def _payload(value: Any) -> Payload | None:
     rate = kw.get("min_avg_kv_hit_rate")
     filler = kw.get("prompt_filler_repeats")
     repeat = kw.get("repeat_count")
+    fills = kw.get("eviction_fill_count")
+    max_tokens = kw.get("max_tokens")
     return Payload(
         kind=value.func.rsplit(".", 1)[-1],
         expected=_strings(expected),
@@ -254,6 +260,10 @@ def _payload(value: Any) -> Payload | None:
         repeat=repeat if isinstance(repeat, int) else 1,
         min_avg_kv_hit_rate=float(rate) if isinstance(rate, int | float) and rate else None,
         prompt_filler_repeats=filler if isinstance(filler, int) else None,
+        options=tuple(sorted(kw)),
+        line=value.line,
+        eviction_fill_count=fills if isinstance(fills, int) else None,
+        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
     )
 
 

@@ -417,17 +417,24 @@ class Profile(Strict):
                 data = {**data, "roles": [*STANDARD_ROLES, *roles]}
         return data
 
-    @field_validator("launcher", "upstream_launcher")
+    @field_validator("launcher")
     @classmethod
-    def _inside_its_root(cls, path: str | None) -> str | None:
-        """A launcher path stays inside its root (this repository, or the Dynamo checkout)."""
-        if path is None:
-            return path
-        parts = PurePosixPath(path).parts
-        if PurePosixPath(path).is_absolute() or ".." in parts:
+    def _launcher_inside_the_repo(cls, path: str) -> str:
+        """A relative launcher path stays inside the repository (an absolute one names its file
+        outright, as the harness's own test doubles do)."""
+        if not PurePosixPath(path).is_absolute() and ".." in PurePosixPath(path).parts:
+            raise ValueError(f"{path!r} leaves its root: give it relative to the repository")
+        return path
+
+    @field_validator("upstream_launcher")
+    @classmethod
+    def _upstream_launcher_inside_the_checkout(cls, path: str | None) -> str | None:
+        """Upstream's launcher is a path inside whichever Dynamo checkout runs it."""
+        if path is not None and (
+            PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts
+        ):
             raise ValueError(
-                f"{path!r} leaves its root: give it relative to the repository (launcher) or the "
-                "Dynamo checkout (upstream_launcher), without '..'"
+                f"{path!r} leaves its root: give it relative to the Dynamo checkout, without '..'"
             )
         return path
 

@@ -6,6 +6,7 @@ listed as ours. `serve-harness list --upstream` prints it (docs/upstream-parity.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ class UpstreamTest:
     # the same test under another id in another upstream version: joined when a checkout
     # carries this id, left off the catalogue's own page (the other id stands for it there)
     renamed: str | None = None
+    # its one payload is a whole request sequence (the uuid pass-through), which our case
+    # writes out request by request: its follow-ups are not counted against ours
+    sequence: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,15 @@ def _ours(profile: Profile, case: CaseSpec) -> str:
     return f"{profile.name} / {case.id or case.suffix or '(no suffix)'}"
 
 
-def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None) -> list[ParityRow]:
+def parity(
+    profiles: list[Profile],
+    catalogue: list[UpstreamTest] | None = None,
+    undefinable: Mapping[tuple[str, str], str] | None = None,
+) -> list[ParityRow]:
+    """Each upstream id against our case of the same stack and id. `undefinable`: by (stack,
+    id), why a case cannot run as a checkout defines it (a finding)."""
     catalogue = upstream_tests() if catalogue is None else catalogue
+    undefinable = undefinable or {}
     # keyed by stack and id: upstream's ids are unique only within one test file (vLLM's and
     # SGLang's files both define mm_agg_router_qwen3.5-0.8b)
     cases: dict[tuple[str, str], tuple[Profile, CaseSpec]] = {
@@ -135,6 +146,9 @@ def parity(profiles: list[Profile], catalogue: list[UpstreamTest] | None = None)
         if test.absent:
             problems.append(f"carried, yet the catalogue says absent ({test.absent})")
         problems += fact_problems(test, profile, case)
+        refused = undefinable.get((test.stack, ours or ""))
+        if refused:
+            problems.append(f"cannot run as the checkout defines it: {refused}")
         rows.append(ParityRow(test.id, test, _ours(profile, case), "; ".join(problems) or None))
     rows += [
         ParityRow(tid, None, _ours(p, c), None)
@@ -158,7 +172,7 @@ def fact_problems(test: UpstreamTest, profile: Profile, case: CaseSpec) -> list[
     # upstream writes a repeat either as a payload's repeat_count or as a second payload
     # (video_e_pd_qwen: the same video twice); ours as `repeat` on the request
     ours = {len(case.follow_ups), len(case.follow_ups) + case.repeat - 1}
-    if test.followups not in ours:
+    if test.followups not in ours and not test.sequence:
         problems.append(f"{len(case.follow_ups)} follow-up request(s), upstream {test.followups}")
     return problems
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from harness.profiles.checkout_case import PAYLOAD_KINDS
 from harness.profiles.checkout_matrix import MatrixEntry, UnreadableCheckout, read_matrix
 from harness.profiles.upstream import UpstreamTest
 
@@ -30,6 +31,10 @@ def upstream_test(entry: MatrixEntry, source: str = "checkout") -> UpstreamTest:
         min_avg_kv_hit_rate=first.min_avg_kv_hit_rate if first else None,
         followups=max(len(entry.payloads) - 1, 0),
         where=entry.where,
+        sequence=any(
+            (kind := PAYLOAD_KINDS.get(p.kind)) is not None and kind.sequence
+            for p in entry.payloads
+        ),
     )
 
 

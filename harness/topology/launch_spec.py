@@ -24,9 +24,9 @@ from typing import Literal
 
 from harness.core.paths import REPO_ROOT
 from harness.profiles import Budget, CaseSpec, GpuTierSpec, ModelSpec, Profile, RoleSpec, Tier
+from harness.profiles.checkout_case import matrix_match
 from harness.profiles.checkout_matrix import MatrixEntry, matrix_at
 from harness.profiles.launchers import text_with_used_files
-from harness.profiles.upstream import upstream_tests
 from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
 from harness.topology.port_contract import PortContract, port_contract
 
@@ -141,38 +141,6 @@ class LaunchSpec:
         return port_contract(self.worker_roles, self.stack, text)
 
 
-def catalogue_upstream_ids(stack: str, accelerator: str, test_id: str) -> list[str]:
-    """Upstream's ids for one of ours, from the catalogue (`here`), else the same id."""
-    ids = [
-        t.id
-        for t in upstream_tests()
-        if t.stack == stack and t.accelerator == accelerator and t.here == test_id
-    ]
-    return ids or [test_id]
-
-
-def _matrix_match(
-    profile: Profile, case: CaseSpec, entries: list[MatrixEntry]
-) -> tuple[MatrixEntry, str, bool] | None:
-    """The checkout's entry for this case: its own upstream id (True: the case's own), else one
-    of its profile's (False)."""
-    by_id = {e.id: e for e in entries}
-    accelerator = profile.accelerator
-
-    def found(c: CaseSpec) -> MatrixEntry | None:
-        ids = catalogue_upstream_ids(profile.stack, accelerator, profile.test_id(c))
-        return next((by_id[i] for i in ids if i in by_id), None)
-
-    own = found(case)
-    if own is not None:
-        return own, f"names it for {own.id}", True
-    for other in profile.cases:
-        entry = found(other)
-        if entry is not None:
-            return entry, f"names it for {entry.id}, of the same profile", False
-    return None
-
-
 def stack_words(profile: Profile) -> str:
     """'SGLang agg', 'vLLM E/P/D (xpu)': how a launch's kind reads in a message."""
     stack = {"dynamo-vllm": "vLLM", "dynamo-sglang": "SGLang"}.get(profile.stack, profile.stack)
@@ -215,7 +183,7 @@ def _checkout_choice(
     matrix = matrix_at(source.root)
     if matrix is not None:
         entries = matrix.of(profile.stack, profile.accelerator)
-        match = _matrix_match(profile, case, entries)
+        match = matrix_match(profile, case, entries)
         if match is not None:
             entry, how, own = match
             return LauncherChoice(

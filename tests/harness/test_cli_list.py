@@ -78,7 +78,8 @@ def test_list_shows_each_requests_oracles(capsys: pytest.CaptureFixture[str]) ->
     assert bad[0] == "HTTP 400 naming the error"
     tolerance = PRECISIONS["float32"].logprob_tolerance
     assert bad[2] == (
-        "status 200, structure, prompt tokens, role prompts, matches its engine alone (tokens exact, logprobs within 0.0001), "
+        "status 200, structure, prompt tokens, role prompts, "
+        "matches its engine alone (tokens exact, logprobs within 0.0001), "
         "matches the model's own answer, "
         f"logprobs within {tolerance:g} of the model's own, top-5, path, "
         "other media answers differently, other transport answers the same"

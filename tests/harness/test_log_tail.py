@@ -83,7 +83,7 @@ def test_a_5xx_names_the_role_that_logged_the_exception_and_quotes_its_line(
     assert failure.evidence.role == "pd"
     assert failure.message.endswith(
         "role 'pd' logged: pydantic_core._pydantic_core.ValidationError: 1 validation error "
-        "for RdmaMetadata"
+        "for RdmaMetadata (embedding_transfer.py:88, in receive_embeddings)"
     ), failure.message
     assert "receive_embeddings" in failure.evidence.log_tail
     assert topo.failure(Cause.WRONG_ANSWER, "x").evidence.role is None  # not for other causes
