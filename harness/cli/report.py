@@ -109,3 +109,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.cli.report FILES…`: the report alone, for a machine with none of the
+    engines (a CI job that merges shards): it needs pydantic and PyYAML only
+    (requirements/report.txt)."""
+    parser = argparse.ArgumentParser(prog="python -m harness.cli.report")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_parser(subparsers)
+    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return run(args)
+    except CliError as exc:
+        print(f"serve-harness report: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
