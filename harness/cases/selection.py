@@ -82,6 +82,24 @@ class LongestFirst:
 DEFAULT_GROUP_S = 300.0
 
 
+# What each CPU-tier case took in a whole serve-suite run on a 2-core box (duration + teardown,
+# 2026-12-06), shipped so that a first run's ETA is right; `serve-harness report RESULTS
+# --durations profiles/durations-cpu.json` writes it anew from a run.
+SHIPPED_DURATIONS = {"cpu": Path(__file__).resolve().parents[2] / "profiles" / "durations-cpu.json"}
+
+
+def eta_durations(given: Path | None, results: Path | None, tier: str) -> dict[str, float]:
+    """What the ETA counts each case by: `--durations-from`, else the results earlier runs
+    appended to this run's results file, else the durations shipped for the tier."""
+    for path in (given, results):
+        if path is not None and path.is_file() and (found := recorded_durations(path)):
+            return found
+    shipped = SHIPPED_DURATIONS.get(tier)
+    if shipped is None or not shipped.is_file():
+        return {}
+    return {k: float(v) for k, v in json.loads(shipped.read_text()).items()}
+
+
 def recorded_durations(path: Path | None) -> dict[str, float]:
     """test id -> seconds, from a results.jsonl; missing or unreadable files give {}."""
     if path is None or not path.is_file():

@@ -6,6 +6,7 @@ result of each id, naming the runs they came from; `--all` reports every run's."
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,13 @@ def add_parser(
     parser.add_argument("--title", default="Serve validation", help="HTML page title")
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     parser.add_argument("--junit", type=Path, help="also write the (merged) run as JUnit XML")
+    parser.add_argument(
+        "--durations",
+        type=Path,
+        metavar="OUT.json",
+        help="also write each id's seconds (duration + teardown), as profiles/durations-cpu.json "
+        "ships them for a first run's ETA",
+    )
     return parser
 
 
@@ -100,6 +108,12 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_text(junit_xml(results), encoding="utf-8")
+    if args.durations:
+        seconds = {
+            r["test_id"]: round(float(r["duration_s"]) + float(r.get("teardown_s") or 0), 1)
+            for r in results
+        }
+        args.durations.write_text(json.dumps(dict(sorted(seconds.items())), indent=1) + "\n")
     baseline = latest_results(read(args.compare)) if args.compare else None
     text = render(results, baseline, args.format, args.title)
     if args.output:

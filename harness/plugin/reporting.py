@@ -19,11 +19,12 @@ from pluggy import Result
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.progress_lines import PREFIX, ProgressCount, case_line
 from harness.cases.result_record import ResultsFile, result_record
-from harness.cases.selection import recorded_durations
+from harness.cases.selection import eta_durations
 from harness.core.secrets import scrub_text
 from harness.core.verdict import TopologyFailure
 from harness.plugin.collection import PULLED_IN, SHARD_PLAN, serve_case_of
 from harness.plugin.fixtures import RECORD
+from harness.plugin.options import session_of
 from harness.plugin.progress import progress_of, write_relayed
 from harness.report.render import junit_properties
 
@@ -207,10 +208,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     session.config.stash[SERVE_NODEIDS] = serve
     cases = [sc for item in session.items if (sc := serve_case_of(item)) is not None]
     session.config.stash[SERVE_CASES] = cases
-    durations = session.config.getoption("--durations-from")
-    progress_of(session.config).count = ProgressCount(
-        [sc.test_id for sc in cases], recorded_durations(Path(durations) if durations else None)
+    config = session.config
+    durations, results = config.getoption("--durations-from"), config.getoption("--results")
+    recorded = eta_durations(
+        Path(durations) if durations else None,
+        Path(results) if results else None,
+        session_of(config).tier,
     )
+    progress_of(config).count = ProgressCount([sc.test_id for sc in cases], recorded)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if serve and len(serve) == len(session.items) and logs_cases(session.config) and reporter:
         reporter.showfspath = False
