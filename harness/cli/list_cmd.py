@@ -61,7 +61,7 @@ def add_parser(
         "--upstream",
         action="store_true",
         help="upstream Dynamo's multimodal test ids against ours, as markdown "
-        "(docs/upstream-parity.md); exit 1 on a mismatch",
+        "(docs/reference/upstream-parity.md); exit 1 on a mismatch",
     )
     parser.add_argument(
         "--dynamo-src",
@@ -210,7 +210,7 @@ def render_not_carried(rows: list[ParityRow]) -> str:
     """Upstream's multimodal ids no case here carries, each with why (the catalogue's reason,
     or that none is recorded)."""
     absent = [row for row in rows if row.upstream is not None and row.ours is None]
-    lines = [f"upstream ids not carried here ({len(absent)}; docs/upstream-parity.md):"]
+    lines = [f"upstream ids not carried here ({len(absent)}; docs/reference/upstream-parity.md):"]
     for row in absent:
         assert row.upstream is not None
         stack = row.upstream.stack.removeprefix("dynamo-")

@@ -141,8 +141,45 @@ def profile_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def pytest_options_page() -> str:
+    """The options the harness's pytest plugin adds (harness/plugin/options.py), as pytest sees
+    them: what `scripts/serve-suite` and `pytest tests/serve` take beside pytest's own."""
+    from _pytest.config.argparsing import Parser
+
+    from harness.plugin.options import pytest_addoption
+
+    parser = Parser(_ispytest=True)
+    pytest_addoption(parser)
+    lines = [
+        "# pytest options of the serve suite",
+        "",
+        GENERATED,
+        "",
+        "`scripts/serve-suite` passes its arguments to pytest; beside pytest's own (`-m`, `-k`,",
+        "`-n`, `--junitxml`, …) the harness's plugin adds these. Each one that an environment",
+        "variable also sets says so; the option wins over the variable.",
+        "",
+        "| option | default | what it does |",
+        "|---|---|---|",
+    ]
+    for option in parser.getgroup("serve-harness").options:
+        attrs = option.attrs()
+        default = attrs.get("default")
+        shown = "—" if default in (None, False) else f"`{default}`"
+        if isinstance(default, str) and str(REPO_ROOT) in default:
+            shown = f"`{default.replace(str(REPO_ROOT) + '/', '')}`"
+        names = ", ".join(
+            f"`{n}`" + (f" `{attrs['metavar']}`" if attrs.get("metavar") else "")
+            for n in option.names()
+        )
+        help_text = " ".join(str(attrs.get("help", "")).split())
+        lines.append(f"| {names} | {shown} | {help_text} |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/cli.md": cli_page,
+    "docs/reference/pytest-options.md": pytest_options_page,
     "docs/reference/causes.md": causes_page,
     "docs/reference/results-schema.md": results_page,
     "docs/reference/profile-schema.md": profile_page,

@@ -58,8 +58,8 @@ def add_parser(
         "--durations",
         type=Path,
         metavar="OUT.json",
-        help="also write each id's seconds (duration + teardown), as profiles/durations-cpu.json "
-        "ships them for a first run's ETA",
+        help="also write each id's seconds (duration + teardown): the durations a first run's "
+        "ETA counts by (profiles/durations-cpu.json)",
     )
     return parser
 

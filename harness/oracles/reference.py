@@ -25,7 +25,7 @@ with it.
   vLLM's answers equal it character for character on both tiny models in float32
   (docs/measurements.md, "Figures behind constants in the code"), so the rule is exact equality
   of the text. A path that computes something else shows as a declared upstream defect
-  (profiles' `known_defect`, docs/upstream-defects.md).
+  (profiles' `known_defect`, docs/explanation/upstream-defects.md).
 - `BaselineStore`: outputs recorded per launch in this session, for cross-topology equality
   checks.
 - `role_prompt_check`, `describe_divergence`: why an answer is not the model's own: where the

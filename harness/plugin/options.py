@@ -99,7 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--durations-from",
         default=str(REPO_ROOT / "runs" / "results.jsonl"),
-        help="results.jsonl of an earlier run: the GPU tier runs the longest groups first",
+        help="results.jsonl of earlier runs: the ETA counts each case by it (where it is missing: "
+        "profiles/durations-cpu.json on the CPU tier), shards are balanced by it, and the GPU "
+        "tier runs the longest groups first",
     )
 
 

@@ -89,7 +89,7 @@ DefectOracle = Literal[
 # The oracles that hold an answer to the model's own: a defect that fails one must say what it
 # does against the engine alone (oracles/engine_answer.py), which judges Dynamo's part alone.
 MODEL_ORACLES = ("hf_reference", "logprobs")
-# Where a declared defect's unpatched-versus-patched proof lives (docs/upstream-defects.md).
+# Where a declared defect's unpatched-versus-patched proof lives (docs/explanation/upstream-defects.md).
 DEFECT_PROOF = re.compile(r"^docs/[\w./-]+\.md#[a-z0-9-]+$")
 
 
@@ -297,7 +297,7 @@ class CacheHit(Strict):
 
 class DynamoPatch(Strict):
     file: str  # relative to the repository, e.g. docs/patches/dynamo-1.6.1-….patch
-    why: str  # the defect it fixes (docs/upstream-defects.md)
+    why: str  # the defect it fixes (docs/explanation/upstream-defects.md)
 
     @field_validator("file")
     @classmethod

@@ -1,7 +1,7 @@
 """Parity with upstream Dynamo's own multimodal serve tests: each upstream id (catalogue in
 upstream_ids.yaml) against the case of the same id here, its cadence mark and GPU count on the
 GPU tier; ids upstream has that this repo does not carry say why; ids only this repo has are
-listed as ours. `serve-harness list --upstream` prints it (docs/upstream-parity.md)."""
+listed as ours. `serve-harness list --upstream` prints it (docs/reference/upstream-parity.md)."""
 
 from __future__ import annotations
 

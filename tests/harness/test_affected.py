@@ -139,7 +139,7 @@ def test_core_files_affect_everything(path: str, profiles: list[Profile], texts:
 
 
 def test_docs_and_own_tests_affect_nothing(profiles: list[Profile], texts: dict) -> None:
-    paths = ["docs/contracts.md", "tests/harness/test_ports.py", "bench/gpu_makespan.py"]
+    paths = ["docs/reference/contracts.md", "tests/harness/test_ports.py", "bench/gpu_makespan.py"]
     report = affected(paths, profiles, texts)
     assert report.cases == [] and report.warnings == []
     assert report.unmapped == sorted(paths)

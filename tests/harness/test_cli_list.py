@@ -98,8 +98,8 @@ def test_upstream_parity_holds_and_its_page_is_current(capsys: pytest.CaptureFix
         "| `mm_p_d_qwen3-vl-2b` | vllm | post_merge | 1 | vllm-newest | "
         "p_d_qwen3-vl-2b / (no suffix) |"
     ) in page
-    assert (REPO_ROOT / "docs" / "upstream-parity.md").read_text() == page, (
-        "regenerate: serve-harness list --upstream > docs/upstream-parity.md"
+    assert (REPO_ROOT / "docs" / "reference" / "upstream-parity.md").read_text() == page, (
+        "regenerate: serve-harness list --upstream > docs/reference/upstream-parity.md"
     )
 
 

@@ -201,14 +201,16 @@ def test_a_declared_defect_needs_its_root_cause_and_a_proof_naming_the_case(
     """`known_defect` names file, function, what it computes and what the model computes, and its
     proof is a docs/ section naming the test id: a declaration without them does not load."""
     shipped = REPO_ROOT / "profiles" / "vllm" / "e_pd_llava-1.5-7b.yaml"
-    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "explanation").mkdir(parents=True)
     (tmp_path / "launchers").symlink_to(REPO_ROOT / "launchers")
     text = shipped.read_text()
     profile = tmp_path / "p.yaml"
     profile.write_text(text)
-    with pytest.raises(ProfileError, match=r"known_defect.proof: docs/upstream-defects.md#llava"):
+    with pytest.raises(
+        ProfileError, match=r"known_defect.proof: docs/explanation/upstream-defects.md#llava"
+    ):
         load_profile(profile, tmp_path)  # no such doc here
-    doc = tmp_path / "docs" / "upstream-defects.md"
+    doc = tmp_path / "docs" / "explanation" / "upstream-defects.md"
     doc.write_text("# Defects\n\n## LLaVA encoder: feature layer\n\nsome other id\n\n## Next\n")
     with pytest.raises(ProfileError, match=r"does not name mm_e_pd_llava-1\.5-7b"):
         load_profile(profile, tmp_path)
@@ -232,7 +234,7 @@ def test_a_request_may_declare_defects_with_distinct_roots_one_per_oracle() -> N
             "id": name,
             "oracles": oracles,
             "effect": "the effect as it was measured on the CPU tier",
-            "proof": f"docs/upstream-defects.md#{name}",
+            "proof": f"docs/explanation/upstream-defects.md#{name}",
             "root_cause": {
                 "file": "dynamo/sglang/protocol.py",
                 "function": "PreprocessedRequest",

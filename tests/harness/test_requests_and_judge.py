@@ -229,7 +229,9 @@ def test_a_declared_defect_must_show_and_names_itself_when_strict() -> None:
     with pytest.raises(TopologyFailure) as named:
         strict.line_of(seen, PromptTokens(), shows)
     assert "encode_utils.py encode_image_embeddings() computes" in named.value.message
-    assert named.value.message.endswith("(docs/upstream-defects.md#llava-encoder-feature-layer)]")
+    assert named.value.message.endswith(
+        "(docs/explanation/upstream-defects.md#llava-encoder-feature-layer)]"
+    )
     assert strict.line_of(seen, PromptTokens(), gone) == "prompt_tokens 114 == expected 114"
     undeclared = PROFILES["e_pd_qwen3-vl-2b"].cases[0]
     other = judge.seen(undeclared, response(200, answer("x")))
