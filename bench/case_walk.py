@@ -15,9 +15,9 @@ Method (the same on any tree of this repo, so a base and a branch compare):
   nearest harness function on the stack is in another module. Helpers of the same module are
   read with the module.
 - A **climb** is a stop called from a higher layer's module than the nearest harness function
-  on the stack (docs/explanation/architecture.md's table: core, tiny_models, profiles, machine, topology,
-  payloads, oracles, report, audit, cases, plugin, cli): a call back up the layers, which only a
-  callback or an injected object can make.
+  on the stack (docs/explanation/architecture.md's table: core, tiny_models, profiles, machine,
+  topology, payloads, oracles, report, audit, cases, plugin, cli): a call back up the layers, which
+  only a callback or an injected object can make.
 - A **return** is a stop in a file the walk had left for another file since its last stop there.
 Usage: python bench/case_walk.py [--tree PATH] [--case ID]   (one real launch: ~1 min on CPU)
 Prints the stops in order, then the figures.

@@ -1,8 +1,8 @@
 """Where the harness finds its own things: caches, run directories, and the processes it launched.
 
 - `cache_dir()`, `runs_dir()`: where caches and run directories live (overridable by env).
-- The env markers every process of a launched topology carries (docs/reference/contracts.md): stops and
-  sweeps find processes by them, never by name."""
+- The env markers every process of a launched topology carries (docs/reference/contracts.md):
+  stops and sweeps find processes by them, never by name."""
 
 from __future__ import annotations
 

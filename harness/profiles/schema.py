@@ -89,7 +89,8 @@ DefectOracle = Literal[
 # The oracles that hold an answer to the model's own: a defect that fails one must say what it
 # does against the engine alone (oracles/engine_answer.py), which judges Dynamo's part alone.
 MODEL_ORACLES = ("hf_reference", "logprobs")
-# Where a declared defect's unpatched-versus-patched proof lives (docs/explanation/upstream-defects.md).
+# Where a declared defect's unpatched-versus-patched proof lives
+# (docs/explanation/upstream-defects.md).
 DEFECT_PROOF = re.compile(r"^docs/[\w./-]+\.md#[a-z0-9-]+$")
 
 

@@ -1,6 +1,6 @@
 """The installed ai-dynamo with a patch applied, laid out as a Dynamo checkout holding only its
-Python (`.serve-harness-python-only`, so its launches run our launchers and say so): what
-`validate patch` runs side B on, and what the defect proofs of docs/explanation/upstream-defects.md put in
+Python (`.serve-harness-python-only`, so its launches run our launchers and say so): what `validate
+patch` runs side B on, and what the defect proofs of docs/explanation/upstream-defects.md put in
 front of the installed package. Nothing installed is modified."""
 
 from __future__ import annotations

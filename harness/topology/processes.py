@@ -1,10 +1,10 @@
 """The operating-system side of a launch: its process trees, the ports they hold, and signals.
 
 - `spawn_in_session`, `ProcessReaper`, `sweep_stale`: process trees keyed by env markers: spawn
-  in a new session, find marked processes, stop them. Every process a topology launches
-  inherits the env markers from docs/reference/contracts.md, so a stop can catch processes that left the
-  process group (double forks, `setsid`) and a later session can sweep what a `kill -9`'d pytest
-  left behind. Nothing here kills by name: only by PID, group or marker.
+  in a new session, find marked processes, stop them. Every process a topology launches inherits the
+  env markers from docs/reference/contracts.md, so a stop can catch processes that left the process
+  group (double forks, `setsid`) and a later session can sweep what a `kill -9`'d pytest left
+  behind. Nothing here kills by name: only by PID, group or marker.
 - `listeners`, `foreign_listeners`, `exposed_listeners`: who listens on a set of ports: for the
   pre-launch squat check and the teardown check.
 - `handling`: Ctrl-C and SIGTERM handled temporarily: handlers installed for a block, restored

@@ -1,8 +1,9 @@
 """Imports point one way: a harness module never imports from a layer above its own.
 
-Layers, lowest first (docs/explanation/architecture.md): core, tiny_models, profiles, machine, topology,
-payloads, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones inside
-functions and TYPE_CHECKING ones included: a lazy upward import is still an upward dependency.
+Layers, lowest first (docs/explanation/architecture.md): core, tiny_models, profiles, machine,
+topology, payloads, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones
+inside functions and TYPE_CHECKING ones included: a lazy upward import is still an upward
+dependency.
 """
 
 from __future__ import annotations

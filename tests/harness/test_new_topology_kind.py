@@ -1,7 +1,7 @@
-"""A new topology kind needs a profile and a launcher and nothing else (docs/explanation/architecture.md, "add
-a topology kind"): here `agg_twin`, two aggregated workers behind the frontend's round-robin
-router, written in a temp dir and run on the CPU tier with every oracle, the replicas counted as
-one group by the path oracle and the case spread over both."""
+"""A new topology kind needs a profile and a launcher and nothing else
+(docs/explanation/architecture.md, "add a topology kind"): here `agg_twin`, two aggregated workers
+behind the frontend's round-robin router, written in a temp dir and run on the CPU tier with every
+oracle, the replicas counted as one group by the path oracle and the case spread over both."""
 
 from __future__ import annotations
 
