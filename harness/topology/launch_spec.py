@@ -69,6 +69,7 @@ class LaunchSpec:
     roles: tuple[RoleSpec, ...]
     budget: Budget  # the tier's
     gpu: GpuTierSpec  # the profile's GPU tier (the memory plan reads it)
+    accelerator: str  # cuda | xpu: the device kind the launcher selects devices for
     loopback_only: bool  # False where the profile says why a role listens on every interface
     wide_ports: tuple[str, ...]  # what the profile lets listen beyond loopback (its wide_ports)
     signature: str
@@ -119,6 +120,7 @@ class LaunchSpec:
             roles=roles,
             budget=spec.budget,
             gpu=profile.gpu,
+            accelerator=profile.accelerator,
             loopback_only=profile.not_loopback is None,
             wide_ports=tuple(profile.wide_ports),
             signature=f"{Path(profile.launcher).stem}-{tier}-{digest}",

@@ -302,6 +302,15 @@ def adapter_env(
     return extra
 
 
+def xpu_devices_on_cpu(count: int) -> dict[str, str]:
+    """The Level Zero devices an XPU launcher is handed on the CPU tier: as many as the profile's
+    layout has ("0,1" for two), since upstream's XPU router launcher refuses fewer than it needs
+    ("ERROR: ZE_AFFINITY_MASK must have at least 2 comma-separated values (got 0)") before it
+    starts a role. Each role's share of it means nothing on the CPU: the role adapter drops it
+    (role_adapter.py XPU_ENV_ON_CPU)."""
+    return {"ZE_AFFINITY_MASK": ",".join(str(i) for i in range(max(count, 1)))}
+
+
 def _role_plan(role: RoleSpec, ports: Mapping[str, int]) -> RolePlan:
     port = ports[role.health_port] if role.health_port else None
     return RolePlan(role.name, role.kind, port, role.discovery_component)
@@ -340,6 +349,8 @@ def resolve(
         env.update(source.env(run_dir / "logs", env.get("PYTHONPATH")))
     if launch.tier == "cpu":
         env.update(encoder_tap_env(run_dir / "logs", env.get("PYTHONPATH")))
+        if launch.accelerator == "xpu":  # what an XPU launcher checks before it starts a role
+            env.update(xpu_devices_on_cpu(launch.gpu.gpus))
     env.update(adapter_env(launch, model, env, ports))
     launcher, args = launch.script, list(launch.args)
     # The checkout's own, run under our contract. Ours (a tree's copy of ours included) runs as

@@ -112,3 +112,12 @@ def test_a_launch_spec_carries_no_case_request_or_profile() -> None:
     gpu_only = epd.model_copy(update={"cpu": None, "cpu_skip": "a GPU-only profile"})
     with pytest.raises(ValueError, match=r"epd_qwen3-vl-2b\.yaml: .* has no cpu tier"):
         LaunchSpec.of(gpu_only, "cpu", gpu_only.cases[0])
+
+
+def test_an_xpu_launcher_is_handed_the_device_list_it_asks_for_on_the_cpu_tier() -> None:
+    """Upstream's XPU router launcher refuses fewer devices than it needs before starting a
+    role ("ZE_AFFINITY_MASK must have at least 2 comma-separated values (got 0)"): on the CPU
+    tier it gets one per device of the profile's layout; a CUDA profile gets none."""
+    assert plan_for(PROFILES["agg_router_xpu_qwen3-vl-2b"]).env["ZE_AFFINITY_MASK"] == "0,1"
+    assert plan_for(PROFILES["agg_xpu_qwen3-vl-2b"]).env["ZE_AFFINITY_MASK"] == "0"
+    assert "ZE_AFFINITY_MASK" not in plan_for(PROFILES["agg_router_qwen3-vl-2b"]).env
