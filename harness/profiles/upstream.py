@@ -197,8 +197,9 @@ def render_markdown(
     lines = [
         f"# Upstream parity (generated: `serve-harness {command}`)",
         "",
-        "Upstream NVIDIA Dynamo's multimodal serve tests for Qwen3-VL-2B and LLaVA-1.5-7B",
-        "(`harness/profiles/upstream_ids.yaml` says where they were read) against the cases here:",
+        "Upstream NVIDIA Dynamo's multimodal serve tests (Qwen3-VL, Qwen2-VL, Qwen2.5-VL, Qwen3.5,",
+        "Gemma-4, LLaVA, the custom encoders; vLLM, SGLang and TRT-LLM, CUDA and XPU;",
+        "`harness/profiles/upstream_ids.yaml` says where they were read) against the cases here:",
         "the same id, with the same cadence mark and GPU count on the GPU tier; upstream ids not",
         "carried say why; the ids only this repo runs follow its own scheme",
         "(`mm_{topology}_{model}_{suffix}`, `mm_sglang_…` for SGLang, `mm_xpu_…` for Intel XPU).",

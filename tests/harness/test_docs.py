@@ -183,3 +183,23 @@ def test_a_missing_subcommand_flag_path_or_id_is_caught(tmp_path: Path) -> None:
     assert "serve-harness up has no --nosuch" in text
     assert "link to a missing how-to/nowhere.md" in text and "no harness/nowhere.py" in text
     assert "no profile agg_nosuch-9b" in text and "no serve id mm_agg_nosuch_qwen3-vl-2b" in text
+
+
+def test_the_figures_the_readme_and_tutorial_quote_are_the_measured_ones() -> None:
+    """A figure quoted on the first screen or in the tutorial is one docs/measurements.md
+    records with its command: the README's `about N min` and case counts, the tutorial's exact
+    times. A re-measured figure changed in one place only fails here."""
+    measured = (REPO_ROOT / "docs" / "measurements.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text().split("## What a failure looks like")[0]
+    tutorial = (REPO_ROOT / "docs" / "tutorial.md").read_text()
+    suite = next(line for line in measured.splitlines() if line.startswith("| serve suite, CPU"))
+    newest = re.split(r"\b20\d\d-\d\d-\d\d\b", suite)[1]  # its newest measurement only
+    for minutes in re.findall(
+        r"suite\s+runs its \d+ cases in about (\d+) min|later run takes about (\d+) min", readme
+    ):
+        for figure in filter(None, minutes):
+            assert re.search(rf"\b{figure} min \d+ s", newest), f"README: about {figure} min"
+    for cases in re.findall(r"runs its (\d+) cases", readme):
+        assert f"{cases} cases" in measured, f"README: {cases} cases"
+    for exact in re.findall(r"\d+ min \d+ s", tutorial):
+        assert exact in measured, f"tutorial: {exact} is not in docs/measurements.md"
