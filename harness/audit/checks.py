@@ -52,12 +52,18 @@ from unittest import mock
 
 from harness.audit.capture import FIRST_FAKE_GPU, Capture, Finding, Invocation
 from harness.audit.engine_flags import check_flags
+from harness.core.role_contract import (
+    FRONTEND_PORT_ENV,
+    KV_BYTES_ENV,
+    NIXL_PORT_ENV,
+    SYSTEM_PORT_ENV,
+    role_key,
+)
 from harness.machine.memory_plan import (
     MemoryPlan,
     RoleMemory,
     config_dir,
     plan_memory,
-    role_env_key,
 )
 from harness.profiles import Profile, RoleSpec
 from harness.profiles.launchers import fixed_ports, launcher_port_vars, text_with_used_files
@@ -288,7 +294,7 @@ def bytes_finding(launcher: str, role: RoleMemory, call: Invocation) -> Finding 
         launcher,
         role.role,
         f"{where} is {got}, the memory plan gives {role.kv_cache} "
-        f"(HARNESS_KV_BYTES_{role_env_key(role.role)})",
+        f"({KV_BYTES_ENV.format(role=role_key(role.role))})",
         fix,
     )
 
@@ -332,8 +338,8 @@ def check_kv(profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
     return out
 
 
-BIND_ENV = ("DYN_SYSTEM_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT")  # ports an engine binds from env
-FRONTEND_ENV = "DYN_HTTP_PORT"
+BIND_ENV = (SYSTEM_PORT_ENV, NIXL_PORT_ENV)  # ports an engine binds from env
+FRONTEND_ENV = FRONTEND_PORT_ENV
 PORT_FLAG = re.compile(r"^--[\w-]*port$")
 UNSET_PORT = re.compile(r"variable (\w+) is not set")
 ENGINES = ("dynamo.vllm", "dynamo.sglang")
@@ -509,7 +515,7 @@ def check_health(profile: Profile, cap: Capture, launcher: str) -> list[Finding]
                 )
             )
             continue
-        health_ports.add(call.env.get("DYN_SYSTEM_PORT"))
+        health_ports.add(call.env.get(SYSTEM_PORT_ENV))
         out += worker_health_findings(role, call, cap, launcher)
     if len(health_ports - {None}) != len(profile.worker_roles) and cap.returncode == 0:
         out.append(
@@ -532,7 +538,7 @@ def worker_health_findings(
     a health source (dynamo.vllm's encode worker registers no payload of its own)."""
     out = []
     want = str(cap.plan.ports[role.health_port or ""])
-    got = call.env.get("DYN_SYSTEM_PORT")
+    got = call.env.get(SYSTEM_PORT_ENV)
     if got != want:
         given = cap.plan.port_name(int(got)) if got and got.isdigit() else "none"
         what = (

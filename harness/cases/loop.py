@@ -12,6 +12,7 @@ from requests import Response
 
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.pool import TopologyPool
+from harness.core.role_contract import no_port_roles
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
@@ -25,7 +26,6 @@ from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
 from harness.topology.measured import Counters, Watch, measure
 from harness.topology.observed import RunningTopology
-from harness.topology.role_adapter import no_port_roles
 from harness.topology.roles import (
     WorkerCounters,
     requests_of,

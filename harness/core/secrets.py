@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_API_KEY$|^API_KEY$|_SECRET$|PASSWORD)", re.I)
+from harness.core.role_contract import is_secret  # the one rule, shared with the role adapter
+
+__all__ = ["REDACTED", "is_secret", "redact_env", "scrub_text"]
 REDACTED = "***"
-
-
-def is_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

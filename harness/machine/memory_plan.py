@@ -34,6 +34,16 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
+from harness.core.role_contract import (
+    GPU_UTIL_ENV,
+    KV_BYTES_ENV,
+    KV_TOKENS_ENV,
+    MAX_MODEL_LEN_ENV,
+    MAX_NUM_BATCHED_TOKENS_ENV,
+    MAX_NUM_SEQS_ENV,
+    MEM_FRACTION_ENV,
+    role_key,
+)
 from harness.profiles import GpuTierSpec, ModelSpec, RoleSpec
 
 FACTS_DIR = Path(__file__).parent / "model_facts"
@@ -325,11 +335,6 @@ def static_fraction(on_card: int, free_at_grant: int, card_bytes: int) -> float:
     return min(0.99, math.ceil((card_bytes - untouchable) * 100 / card_bytes) / 100)
 
 
-def role_env_key(role: str) -> str:
-    """'prefill' -> 'PREFILL' (the suffix of the per-role variables the launchers read)."""
-    return role.upper().replace("-", "_")
-
-
 def launcher_memory_env(
     plan: MemoryPlan, device_totals: list[int], device_frees: list[int]
 ) -> dict[str, str]:
@@ -339,19 +344,19 @@ def launcher_memory_env(
     HARNESS_MEM_FRACTION_<ROLE>."""
     limits = plan.limits
     env = {
-        "HARNESS_MAX_MODEL_LEN": str(limits.max_model_len),
-        "HARNESS_MAX_NUM_SEQS": str(limits.max_num_seqs),
-        "HARNESS_MAX_NUM_BATCHED_TOKENS": str(limits.max_num_batched_tokens),
+        MAX_MODEL_LEN_ENV: str(limits.max_model_len),
+        MAX_NUM_SEQS_ENV: str(limits.max_num_seqs),
+        MAX_NUM_BATCHED_TOKENS_ENV: str(limits.max_num_batched_tokens),
     }
     per_device = plan.per_device()
     for role in plan.roles:
-        key = role_env_key(role.role)
+        key = role_key(role.role)
         card = device_totals[role.device]
-        env[f"HARNESS_KV_BYTES_{key}"] = str(role.kv_cache)
-        env[f"HARNESS_GPU_UTIL_{key}"] = f"{precheck_utilization(role.total, card):.2f}"
-        env[f"HARNESS_KV_TOKENS_{key}"] = str(
+        env[KV_BYTES_ENV.format(role=key)] = str(role.kv_cache)
+        env[GPU_UTIL_ENV.format(role=key)] = f"{precheck_utilization(role.total, card):.2f}"
+        env[KV_TOKENS_ENV.format(role=key)] = str(
             limits.max_num_seqs * limits.max_model_len + KV_NULL_BLOCK_TOKENS
         )
         fraction = static_fraction(per_device[role.device], device_frees[role.device], card)
-        env[f"HARNESS_MEM_FRACTION_{key}"] = f"{fraction:.2f}"
+        env[MEM_FRACTION_ENV.format(role=key)] = f"{fraction:.2f}"
     return env

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.paths import cache_dir
+from harness.core.role_contract import adapter_record
 from harness.oracles.checks import Step
 from harness.oracles.reference import MediaFetcher, load_processor, media_bytes
 
@@ -94,7 +95,6 @@ ANSWER_FLAGS = {
 }
 # The engine's environment as the role ran it: its CPU backend's switches and thread layout.
 ANSWER_ENV = re.compile(r"^(VLLM_|SGLANG_|OMP_|MKL_|KMP_|TORCH_|LD_PRELOAD$)")
-ADAPTER_RECORD = "{role}.adapter.json"  # role_adapter.py writes it (`written`)
 # An engine alone's first start: vLLM's offline LLM on the tiny checkpoints is ready in about
 # 18 s on 2 cores (2026-12-06), SGLang's Engine in about 40 s; ten times that.
 START_S = 400.0
@@ -148,10 +148,8 @@ class EngineLaunch:
         """The engine of the last of `roles` (the worker roles that answer, in the profile's
         order: the decode worker where there is one) that recorded one."""
         for role in reversed(roles):
-            path = log_dir / ADAPTER_RECORD.format(role=role)
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError):
+            record = adapter_record(log_dir, role)
+            if record is None:
                 continue
             launch = cls.of_record(record, stack)
             if launch is not None:

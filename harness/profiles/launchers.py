@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.role_contract import FRONTEND_PORT_ENV
+
 # A path written relative to the script itself: $(dirname "${BASH_SOURCE[0]}")/x, $(dirname "$0")/x,
 # ${BASH_SOURCE%/*}/x; or a plain `source x` / `. x`.
 _SELF_DIR = (
@@ -88,7 +90,7 @@ _FIXED = (
     re.compile(r"\b([A-Z][A-Z0-9_]*PORT(?:\d+|_[A-Z0-9_]+)?)=(\d+)\b"),
 )
 # dynamo.frontend reads it from the environment itself (upstream's launchers pass no flag).
-FRONTEND_PORT = "DYN_HTTP_PORT"
+FRONTEND_PORT = FRONTEND_PORT_ENV
 
 
 def code_of(text: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.core.registered import Registered
+from harness.core.role_contract import REFUSED_RECORD
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
 from harness.topology.observed import RunningTopology
@@ -57,7 +58,7 @@ class AdapterRefused(LogDiagnosis):
     order = 10
 
     def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
-        refused = sorted(topo.plan.log_dir.glob("*.refused"))
+        refused = sorted(topo.plan.log_dir.glob(REFUSED_RECORD.format(role="*")))
         if not refused:
             return None
         record = json.loads(refused[0].read_text())

@@ -29,6 +29,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from harness.core.paths import REPO_ROOT
+from harness.core.role_contract import IMPORT_RECORDS_ENV
 from harness.machine.runtime_overlay import (
     RuntimeUnavailable,
     pinned_runtime,
@@ -41,7 +42,6 @@ DYNAMO_PYTHON_ENV = "HARNESS_DYNAMO_PYTHON"  # the user's interpreter, with the 
 RUNTIME_DIR_ENV = "HARNESS_DYNAMO_RUNTIME_DIR"  # the pinned runtime from the index, on the path
 CHECKOUT_LAUNCHER = REPO_ROOT / "launchers" / "lib" / "dynamo_src_launcher.sh"
 ROLE_ADAPTER = Path(__file__).parent / "role_adapter.py"
-IMPORT_RECORDS_ENV = "HARNESS_IMPORT_RECORDS"
 ROLE_SITE = Path(__file__).parent / "role_site"
 RUNTIME = "ai-dynamo-runtime"
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import requests
 
 from harness.core.registered import Registered, import_submodules
+from harness.core.role_contract import no_port_roles
 from harness.core.verdict import Cause, TopologyFailure
 from harness.topology.discovery import (
     ModelCard,
@@ -28,7 +29,6 @@ from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, import_records
 from harness.topology.observed import RunningTopology, role_of_pid, role_pid
 from harness.topology.plan import LaunchPlan, RolePlan
 from harness.topology.processes import exposed_listeners
-from harness.topology.role_adapter import no_port_roles
 
 
 class Phase(Registered, root=True):

@@ -18,20 +18,13 @@ from pathlib import Path
 
 from harness.core.paths import REPO_ROOT, cache_dir, sglang_python
 from harness.core.precision import family_dtype
-from harness.core.secrets import redact_env, scrub_text
-from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.profiles import Budget, RoleSpec, Tier
-from harness.profiles.launchers import fixed_ports, text_with_used_files
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.port_contract import FRONTEND_PORT
-from harness.topology.processes import foreign_listeners
-from harness.topology.role_adapter import (
+from harness.core.role_contract import (
     ADAPTER_ENV,
     ADAPTER_PYTHON_ENV,
     CPU_DTYPE_ENV,
     CPU_MODEL_ENV,
     DEVICE_ENV,
+    ENCODER_TAP_ENV,
     LEASED_GPUS_ENV,
     LEASED_PORTS_ENV,
     LOG_DIR_ENV,
@@ -42,6 +35,14 @@ from harness.topology.role_adapter import (
     SGLANG_PYTHON_ENV,
     STACK_ENV,
 )
+from harness.core.secrets import redact_env, scrub_text
+from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.profiles import Budget, RoleSpec, Tier
+from harness.profiles.launchers import fixed_ports, text_with_used_files
+from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
+from harness.topology.launch_spec import LaunchSpec
+from harness.topology.port_contract import FRONTEND_PORT
+from harness.topology.processes import foreign_listeners
 
 
 def cache_env(tier: Tier) -> dict[str, str]:
@@ -257,9 +258,6 @@ class LaunchPlan:
         return {
             k for k in self.env if k.startswith(("HARNESS_", "DYN_", "VLLM_", "MODEL", "SERVED"))
         }
-
-
-ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"
 
 
 def encoder_tap_dir(log_dir: Path) -> Path:

@@ -24,11 +24,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.core.role_contract import FRONTEND_PORT_ENV, SYSTEM_PORT_ENV
 from harness.profiles import RoleSpec
 from harness.profiles.launchers import launcher_port_vars
 
-FRONTEND_PORT = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
-SYSTEM_PORT = "DYN_SYSTEM_PORT"
+FRONTEND_PORT = FRONTEND_PORT_ENV  # dynamo.frontend reads it itself
+SYSTEM_PORT = SYSTEM_PORT_ENV
 KV_EVENT_PORT = "DYN_VLLM_KV_EVENT_PORT"
 NIXL_SIDE_CHANNEL_PORT = "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT"
 SGLANG_NCCL_PORT = "SGLANG_NCCL_PORT"

@@ -32,233 +32,73 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"
-ROLE_ENV = "HARNESS_ROLE"  # set by our launchers' start_role; a checkout's roles are found by port
-TAPPED_ROLE_ENV = "HARNESS_TAPPED_ROLE"  # the role's name, for role_site's taps (not a role)
-ROLE_PORTS_ENV = "HARNESS_ROLE_PORTS"  # {"DYN_SYSTEM_PORT1": "encode", ...}
-LEASED_PORTS_ENV = "HARNESS_LEASED_PORTS"  # {"21301": "DYN_SYSTEM_PORT1", ...}: every leased port
-SYSTEM_PORT_ENV = "DYN_SYSTEM_PORT"
-NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
-# The leased port a role gets where its launcher passes none, by the role's worker index i
-# (its system port is DYN_SYSTEM_PORT<i>): harness/topology/port_contract.py.
-NIXL_LEASED = "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT{i}"
-SGLANG_NCCL_LEASED = "SGLANG_NCCL_PORT{i}"
-# A role's flags that bind a TCP port of their own (SGLang's rendezvous, server, bootstrap).
-PORT_FLAGS = {"--nccl-port", "--port", "--disaggregation-bootstrap-port", "--http-port"}
-CPU_MODEL_ENV = "HARNESS_CPU_MODEL"  # the tiny checkpoint of the profile's architecture family
-# its family's dtype (harness/core/precision.py FAMILY_DTYPE, the dtype the checkpoint is saved
-# in): every CPU engine's --dtype, so a family whose kernels take no float32 runs in the dtype
-# its reference is computed in
-CPU_DTYPE_ENV = "HARNESS_CPU_DTYPE"
-# a profile's longer context than the CPU flags' 2,048 tokens (its cpu env): upstream's long
-# cached-prompt cases (mm_agg_router_qwen3.5-0.8b's 120 filler copies)
-CPU_MAX_MODEL_LEN_ENV = "HARNESS_CPU_MAX_MODEL_LEN"
-PROFILE_MODEL_ENV = "HARNESS_PROFILE_MODEL"  # the model id the profile serves
-PROFILE_ENV = "HARNESS_PROFILE"
-# the leased device of each GPU position, e.g. "3,3,5" (not machine/gpus.py's HARNESS_GPUS, a
-# simulated inventory)
-LEASED_GPUS_ENV = "HARNESS_LEASED_GPUS"
-DEVICE_ENV = "HARNESS_DEVICE"  # the tier the role runs on: "cpu" or "gpu"
-STACK_ENV = "HARNESS_STACK"
-LOG_DIR_ENV = "HARNESS_LOG_DIR"  # the launch's logs/: NAME.adapter.json, NAME.refused, …
-ADAPTER_PYTHON_ENV = "HARNESS_ADAPTER_PYTHON"  # runs this adapter (role_adapter_bin/python)
-ADAPTER_ENV = "HARNESS_ROLE_ADAPTER"  # this file
-CPU_ARGS_FILE = Path(__file__).resolve().parents[2] / "launchers" / "lib" / "cpu_engine_args"
-DRY_ENV = "HARNESS_ADAPTER_DRY"  # audit: record the decisions, start nothing
-CONTRACT_ENV = "HARNESS_ADAPTER_CONTRACT"  # 1: this adapter writes NAME.pid and NAME.log
+# run as a script (every role's first process): the repository's packages, by path
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-# dynamo.vllm flags that mean the same on the CPU tier: passed through as they are.
-KEEP_SWITCHES = {
-    "--enable-multimodal",
-    "--route-to-encoder",
-    "--enable-mm-embeds",
-    "--frontend-decoding",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
-    "--trust-remote-code",
-    "--is-prefill-worker",
-    "--is-decode-worker",
-}
-KEEP_VALUED = {
-    "--disaggregation-mode",
-    "--served-model-name",
-    "--limit-mm-per-prompt",
-    "--max-num-seqs",
-    "--embedding-transfer-mode",
-    "--namespace",
-    "--component",
-    "--endpoint",
-    "--multimodal-embedding-cache-capacity-gb",
-    "--connector",
-    "--router-mode",
-    # the engine's step and encoder budget, not memory: it also sizes vLLM's encoder cache
-    # (upstream's uuid pass-through passes 280, one Gemma-4 image)
-    "--max-num-batched-tokens",
-    "--mm-processor-cache-gb",  # a cap on host memory for processed media, on either tier
-}
-# GPU-only sizing the CPU tier's own flags replace (launchers/lib/cpu_engine_args).
-REPLACED_VALUED = {
-    "--gpu-memory-utilization",
-    "--kv-cache-memory-bytes",
-    "--max-model-len",
-    "--dtype",
-    "--block-size",
-    "--tensor-parallel-size",
-}
-REPLACED_SWITCHES = {"--enforce-eager"}
-EMBEDDING_TRANSFER = "--embedding-transfer-mode"
-ENCODE_WORKER_SWITCH = "--multimodal-encode-worker"  # older dynamo.vllm's encode mode
-SGLANG_TRANSFER_ENV = "DYN_SGL_EMBEDDING_TRANSFER_MODE"  # dynamo.sglang's variable behind the flag
-# vLLM's CPU platform, run as the CPU tier runs it: the engine core in the worker's process tree
-# as vLLM starts it, no OpenMP core pinning (2 shared cores), no usage reports, and torch.compile
-# off. The CPU tier runs eager (--enforce-eager: no model graph is compiled); the one function
-# still compiled is vLLM's logprob-rank count (vllm/v1/sample/ops/logprobs.py,
-# batched_count_greater_than, inductor), on the first request asking for logprobs in each engine
-# process: 6.7 s on 2 cores (docs/measurements.md, the serve suite row), for
-# `(x >= values).sum(-1)`, the same integers eager.
-CPU_VLLM_ENV = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-    "TORCH_COMPILE_DISABLE": "1",
-}
-# NIXL's progress thread otherwise spins a core per agent (the venv's NIXL shim reads this).
-NIXL_PTHR_DELAY = ("HARNESS_NIXL_PTHR_DELAY_US", "1000")
-# The KV block size a KV-aware frontend and the workers agree on, by stack: vLLM's CPU attention
-# backend takes multiples of 32 only and vLLM-CPU's default is 128 (CUDA's default is 16);
-# SGLang on CPU allocates KV token by token (page size 1: SGLANG_REPLACED_VALUED).
-CPU_KV_BLOCK = {"dynamo-vllm": "128", "dynamo-sglang": "1"}
-# vLLM's memory flags the GPU memory plan replaces, and Dynamo's Qwen-VL encode worker, which
-# runs its own vLLM (vision tower only) sized by these variables, not by its command line
-# (dynamo/vllm/multimodal_utils/model.py load_vision_model).
-VLLM_PLANNED = {
-    "--kv-cache-memory-bytes": "HARNESS_KV_BYTES_{role}",
-    "--gpu-memory-utilization": "HARNESS_GPU_UTIL_{role}",
-    "--max-model-len": "HARNESS_MAX_MODEL_LEN",
-    "--max-num-seqs": "HARNESS_MAX_NUM_SEQS",
-    "--max-num-batched-tokens": "HARNESS_MAX_NUM_BATCHED_TOKENS",
-}
-VLLM_ENCODER_PLANNED = {
-    "DYN_VLLM_ENCODER_KV_CACHE_MEMORY_BYTES": "HARNESS_KV_BYTES_{role}",
-    "DYN_VLLM_ENCODER_GPU_MEMORY_UTILIZATION": "HARNESS_GPU_UTIL_{role}",
-    "DYN_VLLM_ENCODER_MAX_NUM_SEQS": "HARNESS_MAX_NUM_SEQS",
-}
-# SGLang sizes its KV pool from the memory free when it loads, minus total x (1 - fraction): the
-# plan derives the fraction from the role's slot on its card and caps the pool at its tokens.
-SGLANG_PLANNED = {
-    "--mem-fraction-static": "HARNESS_MEM_FRACTION_{role}",
-    "--max-running-requests": "HARNESS_MAX_NUM_SEQS",
-    "--context-length": "HARNESS_MAX_MODEL_LEN",
-    "--max-total-tokens": "HARNESS_KV_TOKENS_{role}",
-    "--chunked-prefill-size": "HARNESS_MAX_NUM_BATCHED_TOKENS",
-    "--max-prefill-tokens": "HARNESS_MAX_NUM_BATCHED_TOKENS",
-}
-MODEL_FLAG = {"dynamo.vllm": "--model", "dynamo.sglang": "--model-path"}
-# The CPU tier's SGLang venv (scripts/bootstrap.sh builds it beside the vLLM one: SGLang 0.5.21
-# pins another transformers than vllm-cpu 0.31); its python runs every dynamo.sglang role.
-SGLANG_PYTHON_ENV = "HARNESS_SGLANG_PYTHON"
-KV_TRANSFER_BACKEND = "--disaggregation-transfer-backend"
-RETRACTION = "--disaggregation-decode-retraction-backup"
-# dynamo.sglang flags that mean the same on the CPU tier: passed through as they are.
-SGLANG_KEEP_SWITCHES = {
-    "--enable-multimodal",
-    "--dedicated-mm-encoder",
-    "--skip-tokenizer-init",
-    "--trust-remote-code",
-    "--disable-radix-cache",
-    "--frontend-decoding",
-    "--enable-metrics",
-}
-SGLANG_KEEP_VALUED = {
-    "--disaggregation-mode",
-    "--disaggregation-decode-retraction-backup",
-    "--disaggregation-bootstrap-port",
-    "--chat-template",
-    "--embedding-transfer-mode",
-    "--served-model-name",
-    "--tp-size",
-    "--tp",
-    "--multimodal-embedding-cache-capacity-gb",
-    "--nccl-port",
-    "--namespace",
-    "--component",
-    "--endpoint",
-    "--kv-events-config",
-    "--dyn-reasoning-parser",
-    "--dyn-tool-call-parser",
-}
-# GPU sizing and GPU-only choices the CPU tier's own flags replace (CPU_SGLANG_ARGS), and
-# `--page-size`: SGLang's paged KV allocator is a Triton kernel with no CPU driver (0.5.21,
-# mem_cache/allocator/paged.py alloc_extend_kernel), so the CPU tier allocates token by token.
-SGLANG_REPLACED_VALUED = {
-    *SGLANG_PLANNED,
-    "--page-size",
-    "--dtype",
-    "--device",
-    "--attention-backend",
-    "--cuda-graph-max-bs",
-    "--host",
-}
-SGLANG_REPLACED_SWITCHES = {
-    "--disable-cuda-graph",
-    "--disable-piecewise-cuda-graph",
-    "--disable-overlap-schedule",
-}
-# SGLang's GPU memory options in upstream's launchers (disagg_same_gpu.sh), dropped on the CPU
-# tier: each changes where memory lives, not what is computed.
-SGLANG_GPU_MEMORY_SWITCHES = {
-    # torch_memory_saver: releases and resumes CUDA allocations on request (a CUDA allocator hook)
-    "--enable-memory-saver": "releases GPU memory on request; a CUDA allocator hook",
-    # weights kept on the host while the GPU copy is released: no GPU copy on the CPU tier
-    "--enable-weights-cpu-backup": "a host copy of GPU-released weights",
-    # deletes the checkpoint directory once loaded: here the session's shared tiny checkpoint
-    "--delete-ckpt-after-loading": (
-        "would delete the tiny checkpoint every launch of the session shares"
-    ),
-}
-# flags that take no value, whichever engine's (split_args)
-SWITCHES = {
-    *SGLANG_KEEP_SWITCHES,
-    *SGLANG_REPLACED_SWITCHES,
-    *SGLANG_GPU_MEMORY_SWITCHES,
-    ENCODE_WORKER_SWITCH,
-}
-# XPU launchers on the CPU tier (upstream's xpu/*.sh, DEVICE_PLATFORM=xpu): each choice is of
-# where a role runs or how its KV is paged, not of what it computes.
-XPU_ENV_ON_CPU = {
-    # the Level Zero device a role runs on (as CUDA_VISIBLE_DEVICES for CUDA): no device here
-    "ZE_AFFINITY_MASK": "the role's XPU device; the CPU tier has none",
-}
-# `--block-size 64` (XPU's paged attention block): the CPU tier's own block size replaces it
-# (REPLACED_VALUED; vLLM's CPU attention takes multiples of 32), and `kv_buffer_device: xpu`
-# in --kv-transfer-config becomes cpu (cpu_vllm_args), as `cuda` does.
-# SGLang's CPU backend, without its CPU kernel package (scripts/sglang_cpu/sgl_kernel):
-# `torch_native` attention (SDPA; the default CPU backend needs the kernels), no overlap
-# scheduler (it needs a device stream), float32 like every CPU-tier computation, and the same
-# small context and token pool as the CPU tier's vLLM engines (launchers/lib/cpu_engine_args:
-# --max-model-len 2048; a few KiB per token on the tiny checkpoints).
-CPU_SGLANG_ARGS = shlex.split(
-    "--device cpu --attention-backend torch_native --disable-overlap-schedule --dtype float32 "
-    "--context-length 2048 --max-total-tokens 8192 --max-running-requests 4 "
-    "--chunked-prefill-size 2048 --max-prefill-tokens 2048"
+from harness.core.role_contract import (
+    ADAPTER_RECORD,
+    CONTRACT_ENV,
+    CPU_DTYPE_ENV,
+    CPU_MAX_MODEL_LEN_ENV,
+    CPU_MODEL_ENV,
+    DEVICE_ENV,
+    DRY_ENV,
+    LEASED_GPUS_ENV,
+    LEASED_PORTS_ENV,
+    LOG_DIR_ENV,
+    NIXL_LEASED,
+    NIXL_PORT_ENV,
+    NO_PORT_SUFFIX,
+    PROFILE_ENV,
+    PROFILE_MODEL_ENV,
+    REAL_PYTHON_ENV,
+    REFUSED_RECORD,
+    ROLE_ENV,
+    ROLE_PORTS_ENV,
+    SGLANG_NCCL_LEASED,
+    SGLANG_PYTHON_ENV,
+    STACK_ENV,
+    SYSTEM_PORT_ENV,
+    TAPPED_ROLE_ENV,
+    adapter_record,
+    is_secret,
+    role_key,
+    written,
 )
-# An idle SGLang scheduler otherwise polls its sockets without blocking and checks its pools on
-# every pass (scheduler.py on_idle): a whole core per worker, measured at 122 % each on the idle
-# CPU router; with it, 1.5 % and the router's 50-token requests 0.84 s -> 0.35 s
-# (bench/sglang_pace.py). The bench's baseline sets the variable to 0.
-SGLANG_SLEEP_ON_IDLE = ("HARNESS_SGLANG_SLEEP_ON_IDLE", "1")
-# SGLANG_USE_CPU_ENGINE: SGLang's CPU platform, as its CPU docs run it. TORCH_COMPILE_DISABLE:
-# the vision tower's rotary embedding is torch.compile-decorated (layers/attention/vision.py
-# apply_rotary_pos_emb), and Inductor on CPU compiles C++ on the first image and again per new
-# shape: the first image request after ready took 9.5-12 s, later ones on the router ~1 s of
-# compiling (py-spy; bench/sglang_pace.py); eager as the model's own reference runs it.
-CPU_SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "DO_NOT_TRACK": "1", "TORCH_COMPILE_DISABLE": "1"}
+from harness.topology.role_flags import (
+    CPU_ARGS_FILE,
+    CPU_KV_BLOCK,
+    CPU_SGLANG_ARGS,
+    CPU_SGLANG_ENV,
+    CPU_VLLM_ENV,
+    EMBEDDING_TRANSFER,
+    ENCODE_WORKER_SWITCH,
+    KEEP_SWITCHES,
+    KEEP_VALUED,
+    KV_TRANSFER_BACKEND,
+    MODEL_FLAG,
+    NIXL_PTHR_DELAY,
+    PORT_FLAGS,
+    REPLACED_SWITCHES,
+    REPLACED_VALUED,
+    RETRACTION,
+    SGLANG_GPU_MEMORY_SWITCHES,
+    SGLANG_KEEP_SWITCHES,
+    SGLANG_KEEP_VALUED,
+    SGLANG_PLANNED,
+    SGLANG_REPLACED_SWITCHES,
+    SGLANG_REPLACED_VALUED,
+    SGLANG_SLEEP_ON_IDLE,
+    SGLANG_TRANSFER_ENV,
+    SWITCHES,
+    VLLM_ENCODER_PLANNED,
+    VLLM_PLANNED,
+    XPU_ENV_ON_CPU,
+)
 
 
 class Refused(Exception):
@@ -534,12 +374,6 @@ def cpu_sglang_args(
     return join_args(kept) + cpu_args
 
 
-def role_key(role: str) -> str:
-    """'prefill' -> 'PREFILL', the suffix of the plan's per-role variables
-    (harness/machine/memory_plan.py role_env_key)."""
-    return role.upper().replace("-", "_")
-
-
 def planned_args(
     pairs: list[tuple[str, str | None]],
     planned: dict[str, str],
@@ -660,11 +494,11 @@ def flag_value(argv: list[str], flags: tuple[str, ...]) -> str | None:
 
 def recorded_flag(log_dir: Path, role: str, flags: tuple[str, ...]) -> str | None:
     """A flag's value as the launcher gave it to `role` (its NAME.adapter.json), if recorded."""
-    try:
-        argv = json.loads((log_dir / f"{role}.adapter.json").read_text())["argv"]
-    except (OSError, ValueError, KeyError):
+    record = adapter_record(log_dir, role)
+    argv = record.get("argv") if record else None
+    if not isinstance(argv, list):
         return None  # not started (yet)
-    return flag_value(argv, flags)
+    return flag_value([str(a) for a in argv], flags)
 
 
 def workers_off_the_router(log_dir: Path) -> dict[str, str]:
@@ -677,8 +511,9 @@ def workers_off_the_router(log_dir: Path) -> dict[str, str]:
     if asked is None:
         return {}
     off = {}
-    for path in sorted(log_dir.glob("*.adapter.json")):
-        role = path.name.removesuffix(".adapter.json")
+    suffix = ADAPTER_RECORD.format(role="")
+    for path in sorted(log_dir.glob(f"*{suffix}")):
+        role = path.name.removesuffix(suffix)
         block = recorded_flag(log_dir, role, WORKER_BLOCK_FLAGS) if role != "frontend" else None
         if block is not None and block != asked:
             off[role] = router_blocks_differ(block, asked)
@@ -923,33 +758,13 @@ AUDIT_NAMES = (
     "SERVED_MODEL_NAME",
     "LD_LIBRARY_PATH",
 )
-SECRET_MARKS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
 
 
 def audit_view(env: dict[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in env.items()
-        if (k.startswith(AUDIT_PREFIXES) or k in AUDIT_NAMES)
-        and not any(mark in k for mark in SECRET_MARKS)
-    }
-
-
-NO_PORT_SUFFIX = ".noport"  # NAME.noport: a worker run without a system port (Adapted.no_port)
-
-
-def written(path: Path, record: Mapping[str, object]) -> None:
-    """A JSON record written whole or not at all: the harness polls for the file."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(record) + "\n")
-    partial.rename(path)
-
-
-def no_port_roles(log_dir: Path) -> dict[str, str]:
-    """{role: why} for every worker a launcher started without a system port (NAME.noport)."""
-    return {
-        path.name.removesuffix(NO_PORT_SUFFIX): json.loads(path.read_text())["refused"]
-        for path in sorted(log_dir.glob(f"*{NO_PORT_SUFFIX}"))
+        if (k.startswith(AUDIT_PREFIXES) or k in AUDIT_NAMES) and not is_secret(k)
     }
 
 
@@ -972,7 +787,7 @@ def refuse(refused: Refused, environ: dict[str, str], log_dir: Path) -> NoReturn
         "port": refused.port,
         "fault": refused.fault,
     }
-    written(log_dir / f"{role or 'unknown'}.refused", record)
+    written(log_dir / REFUSED_RECORD.format(role=role or "unknown"), record)
     tier = environ.get(DEVICE_ENV, "gpu")
     says = (
         "the launcher is at fault"
@@ -1010,14 +825,14 @@ def main() -> None:
         dry = environ.get(DRY_ENV) == "1"
         if dry:
             done["seen_env"] = audit_view(env)
-        written(log_dir / f"{adapted.role}.adapter.json", done)
+        written(log_dir / ADAPTER_RECORD.format(role=adapted.role), done)
         off_the_router = workers_off_the_router(log_dir)
         for worker, why in off_the_router.items():
             if worker == adapted.role:
                 refuse(Refused(why, role=worker, fault="launcher"), environ, log_dir)
             else:  # started first: the frontend, now recorded, names it
                 record = {"role": worker, "argv": [], "refused": why, "fault": "launcher"}
-                written(log_dir / f"{worker}.refused", record)
+                written(log_dir / REFUSED_RECORD.format(role=worker), record)
         if adapted.no_port:
             written(log_dir / f"{adapted.role}{NO_PORT_SUFFIX}", {"refused": adapted.no_port})
         if dry:

@@ -32,6 +32,7 @@ import psutil
 import requests
 
 from harness.core.process_start import is_running_as, process_started
+from harness.core.role_contract import SYSTEM_PORT_ENV, adapter_record
 from harness.topology.own_words import own_words
 from harness.topology.plan import LaunchPlan
 
@@ -245,9 +246,11 @@ class RoleTable:
         for role in self.plan.workers:
             if role.name in self._system_ports:
                 continue
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                record = json.loads((self.plan.log_dir / f"{role.name}.adapter.json").read_text())
-                self._system_ports[role.name] = int(record["ports"]["DYN_SYSTEM_PORT"])
+            record = adapter_record(self.plan.log_dir, role.name)
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                ports = record["ports"] if record else None
+                if isinstance(ports, dict):
+                    self._system_ports[role.name] = int(ports[SYSTEM_PORT_ENV])
         return dict(self._system_ports)
 
     def logged_exception(self) -> tuple[str, str] | None:

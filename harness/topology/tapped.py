@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.topology.plan import ENCODER_TAP_ENV, LaunchPlan
+from harness.core.role_contract import ENCODER_TAP_ENV
+from harness.topology.plan import LaunchPlan
 
 if TYPE_CHECKING:
     import torch

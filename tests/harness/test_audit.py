@@ -195,7 +195,8 @@ def test_sglang_workers_map_to_the_cpu_tier_and_pd_moves_kv_over_nixl(tmp_path: 
     allocator is a GPU kernel); prefill/decode disaggregation moves KV over NIXL (whatever
     backend the launcher named), the decode worker without the CUDA-pinned host pool; a missing
     SGLang venv is refused by name."""
-    from harness.topology.role_adapter import SGLANG_PYTHON_ENV, Refused, adapt
+    from harness.core.role_contract import SGLANG_PYTHON_ENV
+    from harness.topology.role_adapter import Refused, adapt
 
     python = tmp_path / "python"
     python.touch()

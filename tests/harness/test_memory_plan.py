@@ -8,6 +8,7 @@ import json
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.core.role_contract import role_key
 from harness.machine.memory_plan import (
     GIB,
     EngineLimits,
@@ -18,7 +19,6 @@ from harness.machine.memory_plan import (
     model_facts,
     plan_memory,
     precheck_utilization,
-    role_env_key,
     role_memory,
     static_fraction,
 )
@@ -199,15 +199,15 @@ def test_list_json_and_facts_files_are_plain_data() -> None:
 
 
 def test_the_role_adapter_reads_the_variables_the_plan_writes() -> None:
-    """One contract, two sides that cannot share a module: machine/ writes the planned
-    variables, the role adapter (a stdlib-only script inside each role) reads them."""
-    from harness.topology.role_adapter import SGLANG_PLANNED, VLLM_ENCODER_PLANNED, VLLM_PLANNED
+    """One contract (harness/core/role_contract.py), two sides: machine/ writes the planned
+    variables, the role adapter's flag tables (a stdlib-only script inside each role) read them."""
+    from harness.topology.role_flags import SGLANG_PLANNED, VLLM_ENCODER_PLANNED, VLLM_PLANNED
 
     plan = plan_memory(PROFILES["epd_qwen3-vl-2b"])
     card = 24564 * 2**20
     written = launcher_memory_env(plan, [card], [card - 400 * 2**20])
     for role in (r.role for r in plan.roles):
-        key = role_env_key(role)
+        key = role_key(role)
         for table in (VLLM_PLANNED, VLLM_ENCODER_PLANNED, SGLANG_PLANNED):
             for flag, template in table.items():
                 assert template.format(role=key) in written, (flag, template)

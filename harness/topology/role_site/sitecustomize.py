@@ -28,6 +28,22 @@ from types import ModuleType
 from typing import Any
 
 
+def _role_contract() -> ModuleType:
+    """harness/core/role_contract.py, loaded by its path: a role's interpreter (the SGLang
+    venv's, a checkout's) need not have the harness installed, and its sys.path stays its own."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "core", "role_contract.py")
+    spec = importlib.util.spec_from_file_location("_harness_role_contract", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CONTRACT = _role_contract()
+
+
 class DynamoImportRecorder:
     """A meta-path finder that finds nothing itself: it looks where the path finder will load a
     `dynamo.<package>` from, writes that down and lets the import proceed."""
@@ -145,7 +161,7 @@ class BoundaryTap:
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
-        self.role = os.environ.get("HARNESS_TAPPED_ROLE", "role")  # the role adapter's
+        self.role = os.environ.get(CONTRACT.TAPPED_ROLE_ENV, "role")  # the role adapter's
         self.count = 0
 
     def finders(self) -> list[AfterImport]:
@@ -267,7 +283,7 @@ def embedding_tensors(data: Any) -> list[Any]:
     return found
 
 
-_tap = os.environ.get("HARNESS_ENCODER_TAP")
+_tap = os.environ.get(CONTRACT.ENCODER_TAP_ENV)
 if _tap:
     os.makedirs(_tap, exist_ok=True)
     sys.meta_path.insert(0, EncoderTap(_tap))
@@ -275,7 +291,7 @@ if _tap:
     os.makedirs(_boundary, exist_ok=True)
     sys.meta_path[:0] = BoundaryTap(_boundary).finders()
 
-_records = os.environ.get("HARNESS_IMPORT_RECORDS")
+_records = os.environ.get(CONTRACT.IMPORT_RECORDS_ENV)
 if _records:
     os.makedirs(_records, exist_ok=True)
     sys.meta_path.insert(0, DynamoImportRecorder(_records))
