@@ -47,6 +47,7 @@ from harness.core.role_contract import (
     CPU_MODEL_ENV,
     DEVICE_ENV,
     DRY_ENV,
+    FRONTEND_PORT_ENV,
     LEASED_GPUS_ENV,
     LEASED_PORTS_ENV,
     LOG_DIR_ENV,
@@ -647,9 +648,9 @@ def held_ports(
     found: dict[str, int] = {}
     if module == "dynamo.frontend":
         flag = dict(pairs).get("--http-port")
-        http = flag or environ.get("DYN_HTTP_PORT", "")
+        http = flag or environ.get(FRONTEND_PORT_ENV, "")
         if http.isdigit():
-            found["--http-port" if flag else "DYN_HTTP_PORT"] = int(http)
+            found["--http-port" if flag else FRONTEND_PORT_ENV] = int(http)
     else:
         system = environ.get(SYSTEM_PORT_ENV, "")
         if system.isdigit():
