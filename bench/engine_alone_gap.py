@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.checks import compare_logprobs, engine_steps
 from harness.oracles.engine_alone import EngineAlone, EngineLaunch
 from harness.oracles.engine_answer import as_float32
@@ -33,7 +34,6 @@ from harness.oracles.reference import TOP_LOGPROBS
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import Profile, load_profiles
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 
 DEFAULT_PROFILES = ("agg_qwen3-vl-2b", "agg_llava-1.5-7b")

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profiles
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
 

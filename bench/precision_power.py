@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# the role adapter's CPU engine environment (harness/topology/role_adapter.py CPU_VLLM_ENV)
+# the role adapter's CPU engine environment (harness/launch/role_adapter.py CPU_VLLM_ENV)
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the model in this process
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")

@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
 from harness.core.paths import REPO_ROOT, cache_dir
+from harness.launch.launch_spec import LaunchSpec
 from harness.payloads.chat import MediaURLs, chat_body
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import Profile, load_profiles
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 
 from harness.cases.loop import declared_while_busy
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import CaseScope
 from harness.oracles.case_oracles import Spread
 from harness.profiles import load_profile
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology, launch
 
 DEFAULT_PROFILE = "profiles/sglang/agg_router_qwen3-vl-2b.yaml"

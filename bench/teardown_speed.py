@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profiles
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import STOP_GRACE_S, launch
 
 BASELINE = {"name": "anchor (5 s worker grace, 8 s wait)", "grace": 8.0, "dyn_grace": "5"}

@@ -105,7 +105,7 @@ class StartupHook:
 STARTUP_HOOKS = [
     StartupHook(
         why="Python's full GC collections during the roles' imports (HARNESS_GC_THRESHOLD; "
-        "harness/topology/plan.py says why and what it saves)",
+        "harness/launch/plan.py says why and what it saves)",
         name="serve_harness_gc.pth",
         line='import gc, os; (t := os.environ.get("HARNESS_GC_THRESHOLD")) '
         'and gc.set_threshold(*map(int, t.split(",")))',

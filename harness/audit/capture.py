@@ -23,11 +23,11 @@ from pathlib import Path
 
 from harness.core.paths import marker_env
 from harness.core.role_contract import DRY_ENV, REAL_PYTHON_ENV
+from harness.launch.dynamo_src import DynamoSource
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import LaunchPlan, resolve
 from harness.machine.memory_plan import launcher_memory_env, plan_memory
 from harness.profiles import CaseSpec, Profile, Tier
-from harness.topology.dynamo_src import DynamoSource
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import LaunchPlan, resolve
 
 
 @dataclass(frozen=True)

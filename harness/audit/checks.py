@@ -59,6 +59,8 @@ from harness.core.role_contract import (
     SYSTEM_PORT_ENV,
     role_key,
 )
+from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+from harness.launch.port_contract import offered_to_all
 from harness.machine.memory_plan import (
     MemoryPlan,
     RoleMemory,
@@ -67,8 +69,6 @@ from harness.machine.memory_plan import (
 )
 from harness.profiles import Profile, RoleSpec
 from harness.profiles.launchers import fixed_ports, launcher_port_vars, text_with_used_files
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
-from harness.topology.port_contract import offered_to_all
 
 ENDPOINT_HEALTH_ENV = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"
 SETS_HEALTH = "set_health_status(True)"

@@ -24,9 +24,9 @@ from harness.audit.checks import (
 )
 from harness.audit.engine_flags import table
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import DynamoSource
+from harness.launch.launch_spec import launcher_args
 from harness.profiles import CaseSpec, Profile, Tier, load_profile
-from harness.topology.dynamo_src import DynamoSource
-from harness.topology.launch_spec import launcher_args
 
 TIERS: tuple[Tier, ...] = ("gpu", "cpu")
 

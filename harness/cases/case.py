@@ -13,6 +13,9 @@ from functools import cached_property
 from typing import Any
 
 from harness.core.paths import REPO_ROOT, sglang_python, sglang_venv_left_out
+from harness.launch.dynamo_patch import patched_once
+from harness.launch.dynamo_src import PYTHON_ONLY, DynamoSource
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.engines import missing_engine
 from harness.machine.gpu_leases import shortfall
 from harness.machine.gpus import GpuInventory
@@ -21,9 +24,6 @@ from harness.oracles.serving import with_filler
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
 from harness.profiles.checkout_case import NotDefinable, as_the_checkout_defines, matrix_match
 from harness.profiles.checkout_matrix import matrix_at
-from harness.topology.dynamo_patch import patched_once
-from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology
 
 XPU_CPU_SKIP = (

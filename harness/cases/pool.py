@@ -11,8 +11,8 @@ from typing import Any
 from harness.cases.progress_lines import AFTER_CASE
 from harness.core.precision import family_dtype
 from harness.core.verdict import TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.port_registry import PortRegistry
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import Topology, launch
 
 # A health state the timeline records under a diagnosis's name, as a person reads it while the

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.main import DEFAULT_PROFILES, CliError, profile_named
-from harness.topology.dynamo_src import DynamoSource
+from harness.launch.dynamo_src import DynamoSource
 
 ORDER = 40  # its place in `serve-harness --help` (harness/cli/main.py)
 

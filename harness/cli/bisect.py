@@ -32,7 +32,7 @@ from harness.cli.main import (
     profiles_in,
 )
 from harness.cli.serve_runs import listed_ids, results_root, rows_by_id, run_side, tree_at
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+from harness.launch.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
 ORDER = 85  # after `validate` (80) in `serve-harness --help`
 

@@ -136,7 +136,7 @@ def parse_overlay(spec: str, workdir: str, repo_root: Path, cwd: Path) -> BindMo
 
     SRC is relative to `cwd` (or absolute) and must exist. DST defaults to SRC's path relative to
     the repo root, under the image workdir:
-    `harness/topology/plan.py` -> `/workspace/harness/topology/plan.py`.
+    `harness/launch/plan.py` -> `/workspace/harness/launch/plan.py`.
     A relative DST is taken under the workdir too.
     """
     src_text, _, dst_text = spec.partition(":")

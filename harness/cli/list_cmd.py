@@ -19,6 +19,7 @@ from harness.cli.main import (
 )
 from harness.core.paths import REPO_ROOT
 from harness.core.precision import family_dtype, precision_of
+from harness.launch.mutation import CATALOGUE, Fault, load_catalogue
 from harness.machine.memory_plan import GIB, model_facts, plan_memory
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import CaseSpec, Profile, Tier
@@ -38,7 +39,6 @@ from harness.profiles.upstream import (
     upstream_tests,
 )
 from harness.profiles.upstream_checkout import UnreadableCheckout, read_checkout
-from harness.topology.mutation import CATALOGUE, Fault, load_catalogue
 
 ORDER = 20  # its place in `serve-harness --help` (harness/cli/main.py)
 

@@ -34,10 +34,8 @@ from harness.cli.main import (
 )
 from harness.cli.serve_runs import listed_ids, results_root, rows_by_id, run_side
 from harness.core.paths import sglang_python
-from harness.profiles import Profile
-from harness.report.results import FAILING_OUTCOMES
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
-from harness.topology.mutation import (
+from harness.launch.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+from harness.launch.mutation import (
     CATALOGUE,
     OUR_LAUNCHERS,
     CatalogueError,
@@ -45,6 +43,8 @@ from harness.topology.mutation import (
     build_tree,
     load_catalogue,
 )
+from harness.profiles import Profile
+from harness.report.results import FAILING_OUTCOMES
 
 ORDER = 87  # after `bisect` (85) in `serve-harness --help`
 

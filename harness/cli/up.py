@@ -18,9 +18,9 @@ from harness.cli.main import (
     profile_named,
 )
 from harness.core.verdict import TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.tier import detect_tier
 from harness.topology.deployments import Launched
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import handling
 from harness.topology.topology import Topology, launch
 

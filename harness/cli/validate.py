@@ -39,7 +39,7 @@ from harness.cli.serve_runs import (
 )
 from harness.cli.validate_image import run_image
 from harness.cli.validate_patch import run_patch
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
+from harness.launch.dynamo_src import DYNAMO_SRC_ENV, DynamoSource, DynamoSourceError
 
 ORDER = 80  # its place in `serve-harness --help` (harness/cli/main.py)
 

@@ -21,9 +21,9 @@ from harness.cli.serve_runs import (
     side_rows,
     write_table,
 )
+from harness.launch.dynamo_patch import PatchError, patched_checkout, touched_files
+from harness.launch.dynamo_src import DYNAMO_SRC_ENV
 from harness.profiles import Profile
-from harness.topology.dynamo_patch import PatchError, patched_checkout, touched_files
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV
 
 PATCH_SIDES = ("installed", "patched")
 

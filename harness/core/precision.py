@@ -5,7 +5,7 @@ then equal the model's own (transformers, float32) to 3e-5 in log-probability. A
 CPU kernels take no float32 runs in the precision they take; its reference is the model's own
 answer at that precision and its tolerance is measured the same way (10x the largest gap on the
 shipped cases). The tiny checkpoints are saved in their family's dtype (harness/tiny_models), the
-role adapter gives every CPU engine `--dtype` of the family (harness/topology/plan.py
+role adapter gives every CPU engine `--dtype` of the family (harness/launch/plan.py
 adapter_env), and the reference runs in it (harness/oracles/answer.py): one dtype per family,
 from one table."""
 

@@ -1,12 +1,12 @@
 """Everything that crosses into a role's process, named once: the environment variables the
-harness writes and the role adapter (harness/topology/role_adapter.py), the role site
-(harness/topology/role_site/sitecustomize.py) or a launcher (launchers/lib/common.sh) reads; the
+harness writes and the role adapter (harness/launch/role_adapter.py), the role site
+(harness/launch/role_site/sitecustomize.py) or a launcher (launchers/lib/common.sh) reads; the
 files a role's adapter writes into the launch's logs directory and the harness reads back; and
 the one rule for which variables are secrets. Standard library only: the role adapter and the
 role site load it in processes that run before (or without) the harness's dependencies.
 
 A change that crosses the process boundary starts here: a new variable or record file is named
-in this module, written by the harness side (topology/plan.py, machine/memory_plan.py), read by
+in this module, written by the harness side (launch/plan.py, machine/memory_plan.py), read by
 the role side (role_adapter.py, the role site, a launcher), and both import the name from here
 (docs/explanation/architecture.md, "Where a change that crosses into a role's process goes")."""
 
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-# -- what the harness tells the role adapter (topology/plan.py adapter_env writes them) --------
+# -- what the harness tells the role adapter (launch/plan.py adapter_env writes them) --------
 REAL_PYTHON_ENV = "HARNESS_REAL_PYTHON"  # what the adapter execs each role with
 ADAPTER_PYTHON_ENV = "HARNESS_ADAPTER_PYTHON"  # runs the adapter (role_adapter_bin/python)
 ADAPTER_ENV = "HARNESS_ROLE_ADAPTER"  # the adapter's file
@@ -60,7 +60,7 @@ def role_key(role: str) -> str:
     return role.upper().replace("-", "_")
 
 
-# -- ports a role is handed (topology/port_contract.py leases them) ----------------------------
+# -- ports a role is handed (launch/port_contract.py leases them) ----------------------------
 FRONTEND_PORT_ENV = "DYN_HTTP_PORT"  # dynamo.frontend reads it itself
 SYSTEM_PORT_ENV = "DYN_SYSTEM_PORT"  # a worker's /health, /metrics
 NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
@@ -69,7 +69,7 @@ NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
 NIXL_LEASED = "DYN_VLLM_NIXL_SIDE_CHANNEL_PORT{i}"
 SGLANG_NCCL_LEASED = "SGLANG_NCCL_PORT{i}"
 
-# -- what the role site reads (topology/role_site/sitecustomize.py) ----------------------------
+# -- what the role site reads (launch/role_site/sitecustomize.py) ----------------------------
 ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"  # where the taps write the encoder's rows (CPU tier)
 IMPORT_RECORDS_ENV = "HARNESS_IMPORT_RECORDS"  # where each role records its Dynamo imports
 TAPPED_ROLE_ENV = "HARNESS_TAPPED_ROLE"  # the role's name, for the taps' files (not a role)

@@ -282,7 +282,7 @@ class MemoryPlan:
 
 
 class Deployable(Protocol):
-    """What a memory plan reads: a profile, or one launch of it (topology/launch_spec.py)."""
+    """What a memory plan reads: a profile, or one launch of it (launch/launch_spec.py)."""
 
     @property
     def name(self) -> str: ...

@@ -13,7 +13,7 @@ log-probabilities to hold numbers to. A role that received no rows is not held t
 its engine: vLLM E/P/D's decode worker, whose KV comes from prefill, is given placeholder rows
 (float16, each row's values 0, 1, 2, …; measured).
 
-The role site (harness/topology/role_site/sitecustomize.py, `BoundaryTap`) writes one file per
+The role site (harness/launch/role_site/sitecustomize.py, `BoundaryTap`) writes one file per
 tensor to <tap>/boundary/<kind>-<role>-<pid>-<n>.safetensors (topology/tapped.py reads them);
 topology/measured.py gives each answer the names present before its request, so a request is
 judged on what crossed during it (rows sent earlier count as sent: an embedding cache may hand a

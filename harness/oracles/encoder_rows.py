@@ -4,7 +4,7 @@ judged to the number on the CPU tier, declared defect or not.
 A request whose image goes through Dynamo's vLLM encode worker has two computations behind its
 answer: the encoder's (the vision tower and projector, in the encode worker) and the language
 model's (the PD, or the prefill and decode workers, on the rows the encoder sent). The role
-site's tap (harness/topology/role_site/sitecustomize.py) copies what the encode worker's vision
+site's tap (harness/launch/role_site/sitecustomize.py) copies what the encode worker's vision
 model returned for each image, keyed by its pixel values. From it, with transformers only:
 
 - `encoder_features`: what the model's own weights compute for the image: the model's own

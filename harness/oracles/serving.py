@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.launch.plan import RolePlan
 from harness.oracles.checks import OracleResult
-from harness.topology.plan import RolePlan
 from harness.topology.roles import ROUTER_KV_HIT_RATE, RouterHitTally, WorkerCounters
 
 IMAGE_KINDS = ("image_url", "image_b64")

@@ -20,14 +20,14 @@ from harness.cases.selection import (
     write_manifest,
 )
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import layout_args
+from harness.launch.target import TargetSpec
 from harness.machine.gpu_leases import ADMISSION_TIMEOUT_S
 from harness.machine.gpus import GpuInventory
 from harness.machine.memory_plan import GIB, plan_memory
 from harness.plugin.options import session_of
 from harness.profiles import ProfileError, load_profiles
 from harness.profiles.upstream import serve_marks
-from harness.topology.launch_spec import layout_args
-from harness.topology.target import TargetSpec
 
 DESELECTED = pytest.StashKey[list[pytest.Item]]()
 PULLED_IN = pytest.StashKey[list[str]]()

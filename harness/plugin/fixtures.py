@@ -14,6 +14,8 @@ from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.loop import run_case
 from harness.cases.pool import Opener, TopologyPool
 from harness.core.paths import cache_dir
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.target import TargetSpec, target_plan
 from harness.machine.gpu_leases import GpuUnavailable
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import JudgeSettings
@@ -25,8 +27,6 @@ from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
 from harness.plugin.progress import progress_of
 from harness.profiles import MediaKind
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import Topology, attach, launch, new_run_dir
 
 RECORD = pytest.StashKey[CaseRecord]()

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.machine.gpus import GpuInventory
-from harness.machine.tier import detect_tier
-from harness.profiles import ProfileError, Tier, load_profiles
-from harness.topology.dynamo_src import (
+from harness.launch.dynamo_src import (
     DYNAMO_PYTHON_ENV,
     DYNAMO_SRC_ENV,
     DynamoSource,
     DynamoSourceError,
 )
-from harness.topology.plan import remove_scratch_of
+from harness.launch.plan import remove_scratch_of
+from harness.launch.target import TargetError, TargetSpec, check_target, load_target
+from harness.machine.gpus import GpuInventory
+from harness.machine.tier import detect_tier
+from harness.profiles import ProfileError, Tier, load_profiles
 from harness.topology.processes import sweep_stale, term_raises_interrupt
-from harness.topology.target import TargetError, TargetSpec, check_target, load_target
 
 
 @dataclass(frozen=True)

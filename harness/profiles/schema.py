@@ -382,7 +382,7 @@ class Profile(Strict):
     accelerator: Literal["cuda", "xpu"] = "cuda"
     launcher: str
     # Upstream's launcher of this topology, relative to a Dynamo checkout: with --dynamo-src it
-    # runs in place of ours, unmodified, when the checkout holds it (harness/topology/plan.py).
+    # runs in place of ours, unmodified, when the checkout holds it (harness/launch/plan.py).
     upstream_launcher: str | None = None
     id_prefix: str = "mm"
     model: ModelSpec

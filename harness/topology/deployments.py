@@ -21,13 +21,13 @@ from harness.core.paths import (
     topology_marker,
 )
 from harness.core.verdict import Cause, Evidence, TopologyFailure
-from harness.topology.diagnoses import LogDiagnosis
-from harness.topology.observed import RunningTopology
-from harness.topology.plan import (
+from harness.launch.plan import (
     SCRATCH_SUBDIRS,
     LaunchPlan,
-    check_launcher,
 )
+from harness.topology.diagnoses import LogDiagnosis
+from harness.topology.launcher_checks import check_launcher
+from harness.topology.observed import RunningTopology
 from harness.topology.processes import (
     ProcessReaper,
     StopReport,

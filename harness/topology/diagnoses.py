@@ -12,10 +12,10 @@ from typing import ClassVar
 from harness.core.registered import Registered
 from harness.core.role_contract import REFUSED_RECORD
 from harness.core.verdict import Cause, TopologyFailure
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
+from harness.launch.dynamo_src import CHECKOUT_LAUNCHER
+from harness.launch.plan import RolePlan
 from harness.topology.observed import RunningTopology
 from harness.topology.own_words import own_words_in
-from harness.topology.plan import RolePlan
 from harness.topology.processes import listeners
 from harness.topology.roles import RoleTable, tail
 
@@ -51,7 +51,7 @@ def launcher_name(topo: RunningTopology) -> str:
 
 class AdapterRefused(LogDiagnosis):
     """A launcher started a role the tier cannot run (a flag with no mapping, another model than
-    the profile's): the role adapter refused it (NAME.refused, harness/topology/role_adapter.py),
+    the profile's): the role adapter refused it (NAME.refused, harness/launch/role_adapter.py),
     never a silent drop or swap."""
 
     name = "adapter refused"
@@ -77,7 +77,7 @@ class AdapterRefused(LogDiagnosis):
         return topo.failure(
             Cause.LAUNCHER_INVALID,
             f"role '{record['role']}' of {launcher_name(topo)}: {says}: {record['refused']}{held} "
-            "(the role adapter, harness/topology/role_adapter.py)",
+            "(the role adapter, harness/launch/role_adapter.py)",
             role=record["role"],
             port=port,
         )

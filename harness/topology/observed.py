@@ -14,8 +14,8 @@ import psutil
 import requests
 
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.plan import LaunchPlan, RolePlan
 from harness.topology.held_request import HeldRequest
-from harness.topology.plan import LaunchPlan, RolePlan
 from harness.topology.roles import FrontendTally, HealthSample, HealthTimeline, WorkerCounters
 
 

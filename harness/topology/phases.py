@@ -19,15 +19,15 @@ import requests
 from harness.core.registered import Registered, import_submodules
 from harness.core.role_contract import no_port_roles
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, import_records
+from harness.launch.plan import LaunchPlan, RolePlan
 from harness.topology.discovery import (
     ModelCard,
     registered_cards,
     registered_components,
     unmet_needs,
 )
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, import_records
 from harness.topology.observed import RunningTopology, role_of_pid, role_pid
-from harness.topology.plan import LaunchPlan, RolePlan
 from harness.topology.processes import exposed_listeners
 
 

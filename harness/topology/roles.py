@@ -33,8 +33,8 @@ import requests
 
 from harness.core.process_start import is_running_as, process_started
 from harness.core.role_contract import SYSTEM_PORT_ENV, adapter_record
+from harness.launch.plan import LaunchPlan
 from harness.topology.own_words import own_words
-from harness.topology.plan import LaunchPlan
 
 PROBE_TIMEOUT_S = 1.0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.role_contract import ENCODER_TAP_ENV
-from harness.topology.plan import LaunchPlan
+from harness.launch.plan import LaunchPlan
 
 if TYPE_CHECKING:
     import torch

@@ -10,7 +10,7 @@ How its processes come and go is a strategy, its `deployment`:
   (`role_unreachable`). The readiness phases, the path oracle (where metrics URLs are given),
   every oracle and the verdict causes work as for a launched topology.
 
-A deployed topology is described by a target file (harness/topology/target.py)."""
+A deployed topology is described by a target file (harness/launch/target.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ from harness.core.paths import (
 )
 from harness.core.secrets import scrub_text
 from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import (
+    LaunchPlan,
+    RolePlan,
+    resolve,
+)
 from harness.machine.gpu_leases import take_gpus
 from harness.machine.model_files import model_for
 from harness.machine.port_registry import PortRegistry
@@ -44,13 +50,7 @@ from harness.profiles import Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
 from harness.topology.discovery import instance_components
 from harness.topology.held_request import HeldRequest
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
-from harness.topology.plan import (
-    LaunchPlan,
-    RolePlan,
-    resolve,
-)
 from harness.topology.processes import (
     StopReport,
 )

@@ -1,7 +1,7 @@
 # Shared helpers for topology launchers. Source it; do not run it. A launcher says the
 # topology's shape only, to upstream Dynamo's contract (its port variables, `python3 -m dynamo.<x>`
 # by name, upstream's flags as a person would run them on GPUs); under the harness every role goes
-# through the role adapter (harness/topology/role_adapter.py), the one place that maps a role to
+# through the role adapter (harness/launch/role_adapter.py), the one place that maps a role to
 # the tier, for our launchers and a Dynamo checkout's alike.
 #   start_role NAME cmd...   run one role in the background (log + pid file)
 #   wait_any_exit            end the script when the first role exits, with its code

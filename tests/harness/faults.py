@@ -23,11 +23,11 @@ import requests
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.topology.deployments import Launched
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.roles import HealthTimeline
 from harness.topology.topology import POLL_S, Topology, launch

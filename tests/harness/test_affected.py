@@ -126,7 +126,7 @@ def test_profile_yaml_affects_only_its_cases(profiles: list[Profile], texts: dic
     "path",
     [
         "harness/payloads/media.py",
-        "harness/topology/plan.py",
+        "harness/launch/plan.py",
         "conftest.py",
         "pytest.ini",
         "tests/serve/test_serve.py",

@@ -196,7 +196,7 @@ def test_sglang_workers_map_to_the_cpu_tier_and_pd_moves_kv_over_nixl(tmp_path: 
     backend the launcher named), the decode worker without the CUDA-pinned host pool; a missing
     SGLang venv is refused by name."""
     from harness.core.role_contract import SGLANG_PYTHON_ENV
-    from harness.topology.role_adapter import Refused, adapt
+    from harness.launch.role_adapter import Refused, adapt
 
     python = tmp_path / "python"
     python.touch()
@@ -296,7 +296,7 @@ def test_a_role_on_another_gpu_than_the_profile_places_it_is_named(tmp_path: Pat
 def test_a_gpu_position_past_the_lease_is_refused() -> None:
     """A layout that needs more GPUs than leased: the role adapter refuses the role, naming it,
     instead of starting it on no device (or the machine's GPU of that number)."""
-    from harness.topology.role_adapter import Refused, adapt
+    from harness.launch.role_adapter import Refused, adapt
 
     env = {
         "HARNESS_DEVICE": "gpu",

@@ -13,9 +13,9 @@ import pytest
 
 from harness.cases.case import ServeCase
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import DynamoSource
 from harness.profiles import load_profiles
 from harness.report.results import load_results
-from harness.topology.dynamo_src import DynamoSource
 from tests.harness.dynamo_checkout import build_checkout
 from tests.harness.upstream_profile_files import MATRIX, SGLANG, write_matrix
 

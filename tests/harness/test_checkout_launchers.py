@@ -12,11 +12,11 @@ import pytest
 
 from harness.cases.case import ServeCase
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import DynamoSource
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.role_adapter import Refused, adapt
 from harness.profiles import Profile, load_profile
 from harness.profiles.checkout_matrix import matrix_at
-from harness.topology.dynamo_src import DynamoSource
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.role_adapter import Refused, adapt
 from tests.harness.upstream_profile_files import MATRIX, write_matrix
 from tests.harness.upstream_shapes import (
     MATRIX_LAUNCHERS,
@@ -247,7 +247,7 @@ def test_the_plan_hands_the_roles_the_familys_dtype() -> None:
 def test_a_python_only_checkout_runs_our_launchers_and_says_so(tmp_path: Path) -> None:
     """`validate patch` patches the installed Python into a tree with no launchers: its launches
     run ours, and the choice says why (never silently)."""
-    from harness.topology.dynamo_patch import patched_checkout
+    from harness.launch.dynamo_patch import patched_checkout
 
     if not (Path(__import__("sysconfig").get_paths()["purelib"]) / "dynamo" / "vllm").is_dir():
         pytest.skip("needs the CPU-tier venv (ai-dynamo installed)")

@@ -14,13 +14,13 @@ from harness.cases.case import CaseRecord
 from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.profiles.checkout_matrix import matrix_at
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import build_checkout, write_launcher
 from tests.harness.selftest_scope import EXHAUSTIVE

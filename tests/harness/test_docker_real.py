@@ -41,8 +41,8 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
     overlay.write_text("OVERLAID\n")
     results = tmp_path / "results"
     script = (
-        "cat /workspace/harness/topology/plan.py; echo token=$HF_TOKEN other=$NOT_ALLOWED; "
-        "touch /workspace/harness/topology/plan.py 2>/dev/null || echo read-only; "
+        "cat /workspace/harness/launch/plan.py; echo token=$HF_TOKEN other=$NOT_ALLOWED; "
+        "touch /workspace/harness/launch/plan.py 2>/dev/null || echo read-only; "
         "echo ok > /results/x; exit 7"
     )
     env = {**os.environ, "HF_TOKEN": "hf_realsecret42", "NOT_ALLOWED": "leak"}
@@ -51,7 +51,7 @@ def test_runs_command_with_overlay_env_and_results(tmp_path: Path) -> None:
             "--results-dir",
             str(results),
             "--overlay",
-            f"{overlay}:harness/topology/plan.py",
+            f"{overlay}:harness/launch/plan.py",
             "--command",
             f"sh -c '{script}'",
         ),

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import DynamoSource, DynamoSourceError
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import load_profile
-from harness.topology.dynamo_src import DynamoSource, DynamoSourceError
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 from tests.harness.dynamo_checkout import build_checkout
 from tests.harness.test_dynamo_src_launch import nothing_left

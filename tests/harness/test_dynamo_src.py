@@ -17,18 +17,18 @@ import pytest
 from harness.cli.validate_patch import defect_ids
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.profiles import Tier, load_profiles
-from harness.topology.dynamo_patch import PatchError, patched_checkout, touched_files
-from harness.topology.dynamo_src import (
+from harness.launch.dynamo_patch import PatchError, patched_checkout, touched_files
+from harness.launch.dynamo_src import (
     ROLE_SITE,
     DynamoSource,
     DynamoSourceError,
     import_records,
     import_records_dir,
 )
+from harness.launch.plan import LaunchPlan, RolePlan
+from harness.profiles import Tier, load_profiles
 from harness.topology.observed import RunningTopology
 from harness.topology.phases import RanDynamoSource
-from harness.topology.plan import LaunchPlan, RolePlan
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 LLAVA_PATCH = REPO_ROOT / "docs" / "patches" / "dynamo-1.6.1-llava-encoder-feature-layer.patch"
@@ -137,10 +137,10 @@ def test_a_checkout_launcher_plan_runs_it_behind_the_role_adapter(tmp_path: Path
     ports, the profile's model first; ours where the checkout lacks upstream's launcher."""
     from harness.audit.capture import fake_ports
     from harness.core.paths import marker_env
+    from harness.launch.dynamo_src import CHECKOUT_LAUNCHER
+    from harness.launch.launch_spec import LaunchSpec
+    from harness.launch.plan import resolve
     from harness.profiles import load_profile
-    from harness.topology.dynamo_src import CHECKOUT_LAUNCHER
-    from harness.topology.launch_spec import LaunchSpec
-    from harness.topology.plan import resolve
 
     profile = load_profile(REPO_ROOT / "profiles/vllm/epd_qwen3-vl-2b.yaml", REPO_ROOT)
     source = checkout(tmp_path / "src")

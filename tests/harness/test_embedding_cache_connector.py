@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_patch import patched_checkout
 from harness.oracles.reference import reference
 from harness.payloads.media import build_media
 from harness.tiny_models import build_tiny_model
-from harness.topology.dynamo_patch import patched_checkout
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 

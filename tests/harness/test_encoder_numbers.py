@@ -18,12 +18,12 @@ from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.dynamo_src import DynamoSource
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology.dynamo_src import DynamoSource
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings
 from tests.harness.selftest_scope import EXHAUSTIVE
 from tests.harness.test_dynamo_src_launch import nothing_left

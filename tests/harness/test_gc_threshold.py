@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.launch.plan import GC_THRESHOLD_CPU, GC_THRESHOLD_ENV, gc_env, launcher_env
 from harness.profiles import Tier
-from harness.topology.plan import GC_THRESHOLD_CPU, GC_THRESHOLD_ENV, gc_env, launcher_env
 
 # What a role prints: its own thresholds, then those of a child started the way vLLM starts its
 # engine core on the CPU platform (multiprocessing's spawn: a fresh interpreter).

@@ -9,11 +9,11 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.gpu_leases import GpuLeaseBroker, GpuUnavailable
 from harness.machine.gpus import GpuInventory
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import load_profiles
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 
 PROFILES = {

@@ -12,8 +12,8 @@ import pytest
 
 from harness.cli.main import build_parser, subcommand_modules
 from harness.core.paths import REPO_ROOT
+from harness.launch.mutation import load_catalogue
 from harness.profiles import load_profiles
-from harness.topology.mutation import load_catalogue
 
 PROFILES = load_profiles(REPO_ROOT / "profiles", REPO_ROOT)
 IDS = {p.test_id(c) for p in PROFILES for c in p.cases}

@@ -129,7 +129,7 @@ def test_sigterm_to_a_plain_script_holding_a_topology_tears_it_down(tmp_path: Pa
     session = f"script-{uuid.uuid4().hex[:8]}"
     script = (
         "import sys\nfrom pathlib import Path\nfrom harness.topology.topology import launch\n"
-        "from harness.topology.launch_spec import LaunchSpec\n"
+        "from harness.launch.launch_spec import LaunchSpec\n"
         "from harness.core.paths import REPO_ROOT\nfrom harness.profiles import load_profiles\n"
         "profile = load_profiles(Path(sys.argv[1]), REPO_ROOT)[0]\n"
         "with launch(LaunchSpec.of(profile, 'cpu', profile.cases[0])):\n    pass\n"

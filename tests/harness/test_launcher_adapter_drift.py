@@ -16,11 +16,11 @@ import pytest
 from harness.audit.capture import simulated_gpu_env
 from harness.core.paths import REPO_ROOT, marker_env
 from harness.core.role_contract import DRY_ENV
+from harness.launch.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import resolve
+from harness.launch.role_adapter import split_args
 from harness.profiles import Tier, load_profile
-from harness.topology.dynamo_src import DYNAMO_SRC_ENV, DynamoSource
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import resolve
-from harness.topology.role_adapter import split_args
 from tests.harness.dynamo_checkout import build_checkout
 
 PROFILE = load_profile(REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml", REPO_ROOT)

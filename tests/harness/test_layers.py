@@ -1,8 +1,8 @@
 """Imports point one way: a harness module never imports from a layer above its own.
 
 Layers, lowest first (docs/explanation/architecture.md): core, tiny_models, profiles, machine,
-topology, payloads, oracles, report, audit, cases, plugin, cli. Every import counts, lazy ones
-inside functions and TYPE_CHECKING ones included: a lazy upward import is still an upward
+launch, topology, payloads, oracles, report, audit, cases, plugin, cli. Every import counts, lazy
+ones inside functions and TYPE_CHECKING ones included: a lazy upward import is still an upward
 dependency.
 """
 
@@ -20,6 +20,7 @@ LAYERS = (
     "tiny_models",
     "profiles",
     "machine",
+    "launch",
     "topology",
     "payloads",
     "oracles",
@@ -33,7 +34,7 @@ HARNESS = REPO_ROOT / "harness"
 
 
 def layer_of(module: str) -> str | None:
-    """'harness.topology.plan' -> 'topology'; 'harness.__main__' -> None (the entry point)."""
+    """'harness.launch.plan' -> 'topology'; 'harness.__main__' -> None (the entry point)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 

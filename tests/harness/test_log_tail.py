@@ -96,7 +96,7 @@ def test_an_exit_code_written_just_after_the_role_died_is_read(tmp_path: Path) -
     from types import SimpleNamespace
     from typing import cast
 
-    from harness.topology.plan import LaunchPlan
+    from harness.launch.plan import LaunchPlan
     from harness.topology.roles import RoleTable
 
     roles = RoleTable(cast(LaunchPlan, SimpleNamespace(log_dir=tmp_path)))  # only its log_dir

@@ -6,8 +6,8 @@ import pytest
 
 from harness.core.paths import TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.port_registry import PortRegistry
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 from tests.harness.faults import fault_profile

@@ -201,7 +201,7 @@ def test_list_json_and_facts_files_are_plain_data() -> None:
 def test_the_role_adapter_reads_the_variables_the_plan_writes() -> None:
     """One contract (harness/core/role_contract.py), two sides: machine/ writes the planned
     variables, the role adapter's flag tables (a stdlib-only script inside each role) read them."""
-    from harness.topology.role_flags import SGLANG_PLANNED, VLLM_ENCODER_PLANNED, VLLM_PLANNED
+    from harness.launch.role_flags import SGLANG_PLANNED, VLLM_ENCODER_PLANNED, VLLM_PLANNED
 
     plan = plan_memory(PROFILES["epd_qwen3-vl-2b"])
     card = 24564 * 2**20

@@ -24,9 +24,9 @@ from harness.cli.mutate import (
     site_of,
 )
 from harness.core.paths import REPO_ROOT
-from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
-from harness.topology.launch_spec import choose_launcher
-from harness.topology.mutation import CatalogueError, Fault, build_tree, load_catalogue
+from harness.launch.dynamo_src import PYTHON_ONLY, DynamoSource
+from harness.launch.launch_spec import choose_launcher
+from harness.launch.mutation import CatalogueError, Fault, build_tree, load_catalogue
 
 CATALOGUE = load_catalogue()
 PROFILES = profiles_in(DEFAULT_PROFILES)

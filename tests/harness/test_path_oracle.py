@@ -17,6 +17,8 @@ import requests
 from harness.cases.loop import HOLD_ATTEMPTS, declared_while_busy, path_of, path_settled
 from harness.core.paths import REPO_ROOT, cache_dir
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import RolePlan
 from harness.oracles.answer import CaseRun, CaseScope
 from harness.oracles.case_oracles import SPREAD_REQUESTS
 from harness.oracles.judge import CaseJudge
@@ -27,10 +29,8 @@ from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import load_profile
 from harness.topology.held_request import HeldRequest
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.measured import Watch, measure
 from harness.topology.observed import RunningTopology
-from harness.topology.plan import RolePlan
 from harness.topology.roles import parse_counters
 from harness.topology.topology import launch
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import LaunchPlan, resolve
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier, load_profiles
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import LaunchPlan, resolve
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.port_contract import offered_to_all, port_contract
+from harness.launch.role_adapter import Refused, adapt
 from harness.machine.port_registry import PortRegistry
 from harness.profiles import RoleSpec, load_profiles
-from harness.topology.port_contract import offered_to_all, port_contract
-from harness.topology.role_adapter import Refused, adapt
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
 

@@ -15,10 +15,10 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.target import TargetSpec, target_plan
 from harness.profiles import load_profile
 from harness.topology.deployments import Deployed
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.target import TargetSpec, target_plan
 from harness.topology.topology import Topology
 
 # The abandoned request's own timeout: raising before it is not waiting for it.

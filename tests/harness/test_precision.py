@@ -14,13 +14,13 @@ from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch import plan
 from harness.oracles import answer
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
-from harness.topology import plan
 from tests.harness.test_dynamo_src_launch import nothing_left
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]

@@ -15,11 +15,11 @@ import harness.oracles
 import harness.topology
 from harness.core.paths import REPO_ROOT
 from harness.core.registered import Registered, forget_imported
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.base import CaseOracle, Oracle
 from harness.oracles.registry import case_checks, case_oracles
 from harness.profiles import load_profile
 from harness.topology.diagnoses import LogDiagnosis
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.phases import Phase
 from harness.topology.topology import launch
 

@@ -17,9 +17,9 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profile
 from harness.topology.discovery import registered_cards, registered_components
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.topology.dynamo_src import ROLE_ADAPTER
+from harness.launch.dynamo_src import ROLE_ADAPTER
 
 WORKER = ["-m", "dynamo.vllm", "--model", "m", "--block-size", "16"]
 

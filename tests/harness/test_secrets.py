@@ -8,8 +8,8 @@ import pytest
 
 from harness.core.secrets import REDACTED, is_secret, redact_env, scrub_text
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.machine.port_registry import PortRegistry
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.topology import launch
 from tests.harness.faults import fault_profile
 

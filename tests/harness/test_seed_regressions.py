@@ -20,8 +20,8 @@ import pytest
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profile
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.roles import HealthTimeline
 from harness.topology.topology import launch

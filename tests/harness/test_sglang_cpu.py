@@ -13,10 +13,10 @@ import pytest
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.dynamo_patch import patched_checkout
+from harness.launch.dynamo_src import DynamoSource
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import load_profile
-from harness.topology.dynamo_patch import patched_checkout
-from harness.topology.dynamo_src import DynamoSource
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import launch
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.target import TargetError, check_target, load_target, target_plan
 from harness.profiles import load_profile
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.target import TargetError, check_target, load_target, target_plan
 
 EPD = load_profile(REPO_ROOT / "profiles" / "vllm" / "epd_qwen3-vl-2b.yaml", REPO_ROOT)
 ROLES = {

@@ -19,9 +19,9 @@ import yaml
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.target import check_target, load_target, target_plan
 from harness.profiles import load_profile
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.target import check_target, load_target, target_plan
 from harness.topology.topology import attach
 from tests.harness.selftest_scope import EXHAUSTIVE
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
+from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import load_profile
 from harness.topology.deployments import Launched
-from harness.topology.launch_spec import LaunchSpec
 from harness.topology.processes import listening_ports, marked_processes
 from harness.topology.topology import Topology, launch
 

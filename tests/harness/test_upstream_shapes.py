@@ -16,13 +16,13 @@ from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
+from harness.launch.plan import LaunchPlan
 from harness.oracles.answer import JudgeSettings
 from harness.oracles.judge import Judging
 from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import Profile, load_profile
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
-from harness.topology.plan import LaunchPlan
 from tests.harness.dynamo_checkout import PROBE, build_checkout
 from tests.harness.test_dynamo_src_launch import nothing_left
 

@@ -11,14 +11,14 @@ from pydantic import ValidationError
 
 from harness.cases.case import ServeCase
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import PYTHON_ONLY
+from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import Scope
 from harness.oracles.log_line import LogLine
 from harness.oracles.reference import BaselineStore
 from harness.oracles.relations import OtherMedia, OtherTransport
 from harness.payloads.chat import MediaURLs, fill_bodies, request_body, warmup_bodies
 from harness.profiles import RequestSpec, load_profile
-from harness.topology.dynamo_src import PYTHON_ONLY
-from harness.topology.launch_spec import LaunchSpec
 from tests.harness.canned import URLS, ProfileJudge
 
 GEMMA4 = load_profile(REPO_ROOT / "profiles" / "vllm" / "agg_gemma4-e2b-it.yaml", REPO_ROOT)

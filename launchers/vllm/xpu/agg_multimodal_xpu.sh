@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Aggregated multimodal on Intel XPU: the same topology as ../agg_multimodal.sh (frontend + one
 # dynamo.vllm worker), its device given by ZE_AFFINITY_MASK (the role adapter,
-# harness/topology/role_adapter.py). Upstream: examples/backends/vllm/launch/xpu/agg_multimodal_xpu.sh.
+# harness/launch/role_adapter.py). Upstream: examples/backends/vllm/launch/xpu/agg_multimodal_xpu.sh.
 # Usage: agg_multimodal_xpu.sh [--model ID] [--single-gpu] [--frontend-decoding]
 set -euo pipefail
 # the CPU tier stays the CPU tier (the audit runs every tier a profile has)

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Literal
 
 from harness.core.paths import REPO_ROOT
+from harness.launch.dynamo_src import PYTHON_ONLY, DynamoSource
+from harness.launch.port_contract import PortContract, port_contract
 from harness.profiles import Budget, CaseSpec, GpuTierSpec, ModelSpec, Profile, RoleSpec, Tier
 from harness.profiles.checkout_case import matrix_match
 from harness.profiles.checkout_matrix import MatrixEntry, matrix_at
 from harness.profiles.launchers import text_with_used_files
-from harness.topology.dynamo_src import PYTHON_ONLY, DynamoSource
-from harness.topology.port_contract import PortContract, port_contract
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.profiles import Profile, Tier
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.plan import (
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.plan import (
     LaunchPlan,
     RolePlan,
 )
+from harness.profiles import Profile, Tier
 
 
 class TargetError(ValueError):

@@ -47,7 +47,7 @@ RUNTIME = "ai-dynamo-runtime"
 
 
 # A tree that carries Dynamo's Python and no launchers says so in this file, with why
-# (harness/topology/dynamo_patch.py writes it into the checkout it patches): its launches run
+# (harness/launch/dynamo_patch.py writes it into the checkout it patches): its launches run
 # ours (launch_spec.choose_launcher), and say so.
 PYTHON_ONLY = ".serve-harness-python-only"
 

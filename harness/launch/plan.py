@@ -36,13 +36,10 @@ from harness.core.role_contract import (
     STACK_ENV,
 )
 from harness.core.secrets import redact_env, scrub_text
-from harness.core.verdict import Cause, Evidence, TopologyFailure
+from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
+from harness.launch.launch_spec import LaunchSpec
+from harness.launch.port_contract import FRONTEND_PORT
 from harness.profiles import Budget, RoleSpec, Tier
-from harness.profiles.launchers import fixed_ports, text_with_used_files
-from harness.topology.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
-from harness.topology.launch_spec import LaunchSpec
-from harness.topology.port_contract import FRONTEND_PORT
-from harness.topology.processes import foreign_listeners
 
 
 def cache_env(tier: Tier) -> dict[str, str]:
@@ -275,7 +272,7 @@ def encoder_tap_env(log_dir: Path, pythonpath: str | None) -> dict[str, str]:
 def adapter_env(
     launch: LaunchSpec, model: str, env: Mapping[str, str], ports: Mapping[str, int]
 ) -> dict[str, str]:
-    """What the role adapter (harness/topology/role_adapter.py) reads: the real interpreter, which
+    """What the role adapter (harness/launch/role_adapter.py) reads: the real interpreter, which
     role each health-port variable names, every leased port (a role handed another is refused),
     the profile's model, its tiny checkpoint and its family's dtype (core/precision.py), and the
     device leased for each GPU position."""
@@ -376,38 +373,3 @@ def resolve(
         wide_ports=frozenset(ports[key] for key in launch.wide_ports if key in ports),
         wide_roles=frozenset(key for key in launch.wide_ports if key in role_names),
     )
-
-
-def check_launcher(plan: LaunchPlan) -> None:
-    path = plan.launcher
-    if not path.is_file():
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} does not exist")
-    if not os.access(path, os.X_OK):
-        raise TopologyFailure(Cause.LAUNCHER_INVALID, f"launcher {path} is not executable")
-    first = path.read_bytes()[:64].split(b"\n", 1)[0]
-    if not first.startswith(b"#!") or b"bash" not in first:
-        raise TopologyFailure(
-            Cause.LAUNCHER_INVALID, f"launcher {path} has no bash shebang (first line {first!r})"
-        )
-    if plan.dynamo_src is not None and path == CHECKOUT_LAUNCHER:
-        script = Path(plan.args[0])
-        if not script.is_file():
-            raise TopologyFailure(
-                Cause.LAUNCHER_INVALID,
-                f"no launcher {script} in the Dynamo checkout {plan.dynamo_src.root}",
-            )
-    check_fixed_ports(plan)
-
-
-def check_fixed_ports(plan: LaunchPlan) -> None:
-    """A port the launcher writes as a number cannot be leased or moved: if something already
-    listens there, name the port, the text that binds it and its holder before anything starts."""
-    script = Path(plan.args[0]) if plan.launcher == CHECKOUT_LAUNCHER else plan.launcher
-    fixed = {f.where: f.port for f in fixed_ports(text_with_used_files(script))}
-    for where, port, holder in foreign_listeners(fixed):
-        raise TopologyFailure(
-            Cause.PORT_IN_USE,
-            f"{script.name} binds port {port} ({where}) with no variable to move it, and it is "
-            f"held by {holder}: free it, or make the launcher read the port from a variable",
-            Evidence(phase="spawn", port=port),
-        )

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause
+from harness.launch.dynamo_patch import PatchError, installed_checkout
 from harness.profiles import Profile
-from harness.topology.dynamo_patch import PatchError, installed_checkout
 
 CATALOGUE = REPO_ROOT / "profiles" / "faults.yml"
 CHECKOUT_PYTHON = "components/src/"

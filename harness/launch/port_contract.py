@@ -16,7 +16,7 @@ written to any of upstream's shapes finds its ports however it reads them:
   one as a run of 2N consecutive ports (upstream's launchers offset workers from a base by 1 or 2).
 
 The text is only a hint for what to lease: which port a role really got is what the role adapter
-sees at exec (harness/topology/role_adapter.py), and a port nobody leased is refused there."""
+sees at exec (harness/launch/role_adapter.py), and a port nobody leased is refused there."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ from harness.core.role_contract import (
     role_key,
     written,
 )
-from harness.topology.role_flags import (
+from harness.launch.role_flags import (
     CPU_ARGS_FILE,
     CPU_KV_BLOCK,
     CPU_SGLANG_ARGS,

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from harness.core.paths import runs_dir
-from harness.topology.dynamo_src import PYTHON_ONLY
+from harness.launch.dynamo_src import PYTHON_ONLY
 
 TOUCHED = re.compile(r"^\+\+\+ (?:b/)?(dynamo/\S+)", re.MULTILINE)
 
