@@ -30,7 +30,7 @@ from harness.oracles.checks import compare_logprobs, engine_steps
 from harness.oracles.engine_alone import EngineAlone, EngineLaunch
 from harness.oracles.engine_answer import as_float32
 from harness.oracles.model_answer import special_tokens
-from harness.oracles.reference import TOP_LOGPROBS
+from harness.oracles.model_reference import TOP_LOGPROBS
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import Profile, load_profiles

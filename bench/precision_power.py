@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from harness.core.precision import family_dtype, precision_of
 from harness.oracles.checks import Step, compare_logprobs
 from harness.oracles.engine_answer import engine_tolerance
-from harness.oracles.reference import TOP_LOGPROBS, reference
+from harness.oracles.model_reference import TOP_LOGPROBS, reference
 from harness.payloads.media import build_media
 from harness.tiny_models import build_tiny_model
 
@@ -114,7 +114,7 @@ def engine_steps(llm: Any, url: str) -> list[Step]:
     out = llm.chat([message], params, use_tqdm=False)[0].outputs[0]
     tokenizer = llm.get_tokenizer()
 
-    def text(token: int) -> str:  # as the reference renders a token (reference.py)
+    def text(token: int) -> str:  # as the reference renders a token (model_reference.py)
         return tokenizer.decode([token], skip_special_tokens=True)
 
     steps = []

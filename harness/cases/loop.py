@@ -18,7 +18,7 @@ from harness.oracles.answer import Answer, CaseRun, CaseScope, Scope
 from harness.oracles.checks import OracleResult
 from harness.oracles.engine_alone import EngineLaunch
 from harness.oracles.judge import CaseJudge, Judging
-from harness.oracles.reference import TOP_LOGPROBS
+from harness.oracles.model_reference import TOP_LOGPROBS
 from harness.oracles.registry import applicable, applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path, request_hit
 from harness.payloads.chat import MediaURLs, fill_bodies, request_body

@@ -14,20 +14,13 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from harness.core.precision import Precision, family_dtype, precision_of
+from harness.oracles.baselines import BaselineStore, Key
 from harness.oracles.boundary import first_encoded
 from harness.oracles.checks import OracleResult
 from harness.oracles.encoder_rows import reference_on_rows, tapped_rows
 from harness.oracles.engine_alone import EngineAlone, EngineAnswer, EngineLaunch
-from harness.oracles.reference import (
-    TOP_LOGPROBS,
-    BaselineStore,
-    Key,
-    ProcessorCounts,
-    Reference,
-    processor_counts,
-    processor_inputs,
-    reference,
-)
+from harness.oracles.model_reference import TOP_LOGPROBS, Reference, reference
+from harness.oracles.processor import ProcessorCounts, processor_counts, processor_inputs
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
 from harness.payloads.chat import MediaURLs
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
@@ -167,7 +160,7 @@ class Answer:
 
     @cached_property
     def reference(self) -> Reference | None:
-        """The model's own greedy answer and its log-probabilities (reference.py), computed in
+        """The model's own greedy answer and its log-probabilities (model_reference.py), computed in
         the checkpoint's dtype."""
         dtype = self.precision.dtype
         return reference(self.model_dir, self.seen, self.urls.fetch, dtype, self.stack)

@@ -13,9 +13,7 @@ from harness.oracles.checks import (
     check_chat_structure,
     check_prompt_tokens,
 )
-from harness.oracles.reference import (
-    role_prompt_check,
-)
+from harness.oracles.processor import role_prompt_check
 from harness.topology.roles import IMAGE_TOKENS
 
 

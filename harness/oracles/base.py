@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 from harness.core.registered import Registered
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, BusySends, CaseRun, CaseScope, Scope
+from harness.oracles.baselines import Key
 from harness.oracles.checks import (
     OracleResult,
 )
-from harness.oracles.reference import Key
 from harness.payloads.chat import MediaURLs
 
 

@@ -31,14 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.oracles.reference import (
-    VLLM,
-    MediaFetcher,
-    Reference,
-    load_model,
-    processor_inputs,
-    steps_of,
-)
+from harness.oracles.media_mirror import VLLM, MediaFetcher
+from harness.oracles.model_reference import Reference, load_model, steps_of
+from harness.oracles.processor import processor_inputs
 from harness.profiles import EncoderRecipe
 
 if TYPE_CHECKING:

@@ -38,7 +38,8 @@ from typing import Any
 from harness.core.paths import cache_dir
 from harness.core.role_contract import adapter_record
 from harness.oracles.checks import Step
-from harness.oracles.reference import MediaFetcher, load_processor, media_bytes
+from harness.oracles.media_mirror import MediaFetcher, media_bytes
+from harness.oracles.processor import load_processor
 
 WORKER = Path(__file__).with_name("engine_alone_worker.py")
 STACK_MODULE = {"dynamo-vllm": "dynamo.vllm", "dynamo-sglang": "dynamo.sglang"}

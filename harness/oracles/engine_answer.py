@@ -28,7 +28,7 @@ from harness.oracles.checks import (
 )
 from harness.oracles.engine_alone import EngineAloneError
 from harness.oracles.model_answer import special_tokens
-from harness.oracles.reference import load_processor
+from harness.oracles.processor import load_processor
 
 # |served - engine alone| log-probability allowed, by (stack, dtype): 10x the largest gap measured
 # over every shipped CPU case whose path computes what its engine does (the serve suite,

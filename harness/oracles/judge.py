@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.oracles.answer import Answer, CaseRun, JudgeSettings, Scope
 from harness.oracles.base import Flow, Oracle
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.checks import OracleResult
 from harness.oracles.engine_alone import EngineAlone
-from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable, applicable_to_case
 from harness.profiles import Profile, RequestSpec, Tier
 

@@ -12,15 +12,13 @@ from harness.oracles.checks import (
     engine_steps,
     rejudged_in_float64,
 )
-from harness.oracles.reference import (
-    TOP_LOGPROBS,
-    describe_divergence,
-    load_processor,
-)
+from harness.oracles.divergence import describe_divergence
+from harness.oracles.model_reference import TOP_LOGPROBS
+from harness.oracles.processor import load_processor
 
 
 class ModelAnswer(Answered):
-    """CPU: the answer is the model's own (HF transformers on the raw media, reference.py),
+    """CPU: the answer is the model's own (HF transformers on the raw media, model_reference.py),
     whatever path the request took; where it is not, where the input departed."""
 
     name = "matches the model's own answer"
@@ -93,7 +91,7 @@ class ModelAnswer(Answered):
 
 
 class LogProbs(Answered):
-    """CPU: each token's log-probability and top-k are the model's own (reference.py), within
+    """CPU: each token's log-probability and top-k are the model's own (model_reference.py), within
     the tolerance of the checkpoint's precision (core/precision.py; float32 on both sides:
     3e-4), whatever path the request took: catches a small numeric corruption the greedy text
     survives."""

@@ -8,6 +8,7 @@ from typing import Any
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, Scope, answer_text
 from harness.oracles.base import SHORT, Answered, Oracle
+from harness.oracles.baselines import Key
 from harness.oracles.checks import (
     MediaRelation,
     OracleResult,
@@ -16,7 +17,6 @@ from harness.oracles.checks import (
     judge_relation,
     relations,
 )
-from harness.oracles.reference import Key
 from harness.payloads.chat import MediaURLs, request_body
 
 

@@ -19,9 +19,9 @@ from harness.launch.target import TargetSpec, target_plan
 from harness.machine.gpu_leases import GpuUnavailable
 from harness.machine.port_registry import PortRegistry
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.engine_alone import EngineAlone
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of

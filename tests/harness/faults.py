@@ -24,7 +24,7 @@ import requests
 from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
-from harness.oracles.reference import BaselineStore
+from harness.oracles.baselines import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.topology.deployments import Launched

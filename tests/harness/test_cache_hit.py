@@ -18,8 +18,8 @@ from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.oracles.serving import RequestHit, check_cache_hits, check_router_hits
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile

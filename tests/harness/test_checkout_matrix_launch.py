@@ -16,8 +16,8 @@ from harness.cases.pool import TopologyPool
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from harness.profiles.checkout_matrix import matrix_at

@@ -3,10 +3,9 @@ prompt against them, the first differing token (real tiny processors, no engine)
 
 from __future__ import annotations
 
-from harness.oracles.reference import (
+from harness.oracles.divergence import describe_divergence, first_token_difference
+from harness.oracles.processor import (
     ProcessorCounts,
-    describe_divergence,
-    first_token_difference,
     load_processor,
     processor_counts,
     role_prompt_check,

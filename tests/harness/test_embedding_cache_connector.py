@@ -19,7 +19,7 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.launch.dynamo_patch import patched_checkout
-from harness.oracles.reference import reference
+from harness.oracles.model_reference import reference
 from harness.payloads.media import build_media
 from harness.tiny_models import build_tiny_model
 

@@ -20,8 +20,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.dynamo_src import DynamoSource
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from tests.harness.dynamo_checkout import build_checkout, perturbed_embeddings

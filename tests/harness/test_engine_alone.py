@@ -18,9 +18,10 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles import engine_alone
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.engine_alone import EngineAlone, EngineAnswer, EngineLaunch, inline_media
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore, MediaFetcher
+from harness.oracles.media_mirror import MediaFetcher
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from tests.harness.test_dynamo_src_launch import nothing_left

@@ -15,8 +15,9 @@ from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore, reference_answer
+from harness.oracles.model_reference import reference_answer
 from harness.payloads.chat import MediaURLs, chat_body, warmup_bodies
 from harness.profiles import load_profile
 from harness.tiny_models import build_tiny_model

@@ -15,9 +15,9 @@ from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Scope
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.checks import MediaRelation, judge_relation, relations
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.oracles.relations import OtherMedia, OtherTransport
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.payloads.media import RED_SQUARE_RGB, render_square_png

@@ -14,8 +14,8 @@ from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import REPO_ROOT
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 

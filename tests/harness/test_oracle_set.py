@@ -11,8 +11,8 @@ import requests
 from harness.core.paths import REPO_ROOT
 from harness.oracles.answer import Answer, CaseRun, CaseScope, JudgeSettings
 from harness.oracles.base import CaseOracle, Oracle
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.checks import OracleResult
-from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import DECLARED, case_checks, case_oracles
 from harness.profiles import load_profiles
 from tests.harness.canned import ProfileJudge

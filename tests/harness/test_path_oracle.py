@@ -20,9 +20,9 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.launch.plan import RolePlan
 from harness.oracles.answer import CaseRun, CaseScope
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.case_oracles import SPREAD_REQUESTS
 from harness.oracles.judge import CaseJudge
-from harness.oracles.reference import BaselineStore
 from harness.oracles.registry import applicable_to_case
 from harness.oracles.serving import RequestHit, check_path, expected_path
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies

@@ -17,8 +17,8 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.launch import plan
 from harness.oracles import answer
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import load_profile
 from tests.harness.test_dynamo_src_launch import nothing_left

@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from harness.oracles.reference import (
-    decode_video_like_vllm,
-    expected_prompt_tokens,
-    load_processor,
-    qwen3_vl_frame_indices,
-    split_messages,
-)
+from harness.oracles.media_mirror import decode_video_like_vllm, qwen3_vl_frame_indices
+from harness.oracles.processor import expected_prompt_tokens, load_processor, split_messages
 from harness.tiny_models import build_tiny_model
 
 PROMPT = {"type": "text", "text": "Describe what you see in one short sentence."}

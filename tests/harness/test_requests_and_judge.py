@@ -9,8 +9,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.answer_shape import PromptTokens
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.checks import check_prompt_tokens
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import chat_body, warmup_bodies
 from harness.profiles import RequestSpec, Tier, load_profiles
 from harness.topology.roles import HealthSample

@@ -177,7 +177,8 @@ def test_the_image_shapes_the_models_answer(family: str, model_dirs: dict[str, P
     profiles are written for (for the 512x512 square: 16 for Qwen3-VL, 324 for Qwen2-VL and
     Qwen2.5-VL at their real pixel bounds, 64 for LLaVA)."""
     from harness.core.precision import family_dtype
-    from harness.oracles.reference import processor_counts, reference_answer
+    from harness.oracles.model_reference import reference_answer
+    from harness.oracles.processor import processor_counts
     from harness.payloads.media import build_media
 
     media = build_media(model_dirs[family].parent.parent / "media-test")

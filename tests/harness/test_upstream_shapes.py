@@ -19,8 +19,8 @@ from harness.core.paths import REPO_ROOT
 from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
 from harness.launch.plan import LaunchPlan
 from harness.oracles.answer import JudgeSettings
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.judge import Judging
-from harness.oracles.reference import BaselineStore
 from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.profiles import Profile, load_profile
 from tests.harness.dynamo_checkout import PROBE, build_checkout

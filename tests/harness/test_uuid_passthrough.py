@@ -14,8 +14,8 @@ from harness.core.paths import REPO_ROOT
 from harness.launch.dynamo_src import PYTHON_ONLY
 from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import Scope
+from harness.oracles.baselines import BaselineStore
 from harness.oracles.log_line import LogLine
-from harness.oracles.reference import BaselineStore
 from harness.oracles.relations import OtherMedia, OtherTransport
 from harness.payloads.chat import MediaURLs, fill_bodies, request_body, warmup_bodies
 from harness.profiles import RequestSpec, load_profile

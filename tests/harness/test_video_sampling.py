@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness.core.paths import sglang_python
-from harness.oracles.reference import (
+from harness.oracles.media_mirror import (
     decode_video_like_sglang,
     decode_video_like_vllm,
     sglang_frame_indices,
