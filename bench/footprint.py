@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: h
 from harness.core.paths import REPO_ROOT
 from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profiles
-from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
+from harness.topology.tree_usage import tree_cpu_s, tree_rss_mib
 
 
 def measure(profile: Profile, idle_s: float, nixl_delay_us: str) -> dict[str, float]:

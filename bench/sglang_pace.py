@@ -26,8 +26,8 @@ from harness.launch.launch_spec import LaunchSpec
 from harness.payloads.chat import MediaURLs, chat_body
 from harness.payloads.media import AssetServer, build_media
 from harness.profiles import Profile, load_profiles
-from harness.topology.roles import tree_cpu_s, tree_rss_mib
 from harness.topology.topology import launch
+from harness.topology.tree_usage import tree_cpu_s, tree_rss_mib
 
 PAIRS = {  # topology -> (vLLM profile, SGLang profile), both on the tiny Qwen3-VL
     "agg": ("agg_qwen3-vl-2b", "sglang_agg_qwen3-vl-2b"),

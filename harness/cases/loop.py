@@ -26,10 +26,7 @@ from harness.profiles import RequestSpec
 from harness.topology.diagnoses import launcher_name
 from harness.topology.measured import Counters, Watch, measure
 from harness.topology.observed import RunningTopology
-from harness.topology.roles import (
-    WorkerCounters,
-    requests_of,
-)
+from harness.topology.role_metrics import WorkerCounters, requests_of
 from harness.topology.topology import Topology
 
 

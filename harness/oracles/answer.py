@@ -24,7 +24,7 @@ from harness.oracles.processor import ProcessorCounts, processor_counts, process
 from harness.oracles.serving import IMAGE_KINDS, RequestHit
 from harness.payloads.chat import MediaURLs
 from harness.profiles import CaseSpec, Profile, RequestSpec, Tier
-from harness.topology.roles import ImageTokenTally
+from harness.topology.role_metrics import ImageTokenTally
 
 if TYPE_CHECKING:
     import torch

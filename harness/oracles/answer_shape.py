@@ -14,7 +14,7 @@ from harness.oracles.checks import (
     check_prompt_tokens,
 )
 from harness.oracles.processor import role_prompt_check
-from harness.topology.roles import IMAGE_TOKENS
+from harness.topology.role_metrics import IMAGE_TOKENS
 
 
 class Status(Oracle):

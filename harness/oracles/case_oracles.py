@@ -17,7 +17,7 @@ from harness.oracles.serving import (
     check_router_hits,
     check_spread,
 )
-from harness.topology.roles import EMBEDDING_HITS_TOTAL
+from harness.topology.role_metrics import EMBEDDING_HITS_TOTAL
 
 
 class CacheHit(CaseOracle):

@@ -1,6 +1,6 @@
 """What the serving roles did with a request: which roles served it, cache hits, a router's spread.
 
-Each check reads the workers' own counters (harness/topology/roles.py), never the answer; the
+Each check reads the workers' own counters (harness/topology/role_metrics.py), never the answer; the
 oracle classes that use them live in harness/oracles/roles_served.py and case_oracles.py.
 
 - The path (`expected_path`, `check_path`): which roles must serve a request, checked against
@@ -37,7 +37,7 @@ from typing import Any
 
 from harness.launch.plan import RolePlan
 from harness.oracles.checks import OracleResult
-from harness.topology.roles import ROUTER_KV_HIT_RATE, RouterHitTally, WorkerCounters
+from harness.topology.role_metrics import ROUTER_KV_HIT_RATE, RouterHitTally, WorkerCounters
 
 IMAGE_KINDS = ("image_url", "image_b64")
 

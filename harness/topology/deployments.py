@@ -38,10 +38,8 @@ from harness.topology.processes import (
     spawn_in_session,
     term_raises_interrupt,
 )
-from harness.topology.roles import (
-    RoleTable,
-    tree_rss_mib,
-)
+from harness.topology.roles import RoleTable
+from harness.topology.tree_usage import tree_rss_mib
 
 
 class Deployment(Protocol):

@@ -14,10 +14,11 @@ from harness.core.role_contract import REFUSED_RECORD
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.dynamo_src import CHECKOUT_LAUNCHER
 from harness.launch.plan import RolePlan
+from harness.topology.log_tail import tail
 from harness.topology.observed import RunningTopology
 from harness.topology.own_words import own_words_in
 from harness.topology.processes import listeners
-from harness.topology.roles import RoleTable, tail
+from harness.topology.roles import RoleTable
 
 PORT_IN_USE_HINTS = ("Address already in use", "address in use", "EADDRINUSE")
 # What a Dynamo 1.6.1 worker logs when its system port is taken; it then runs on without /health.

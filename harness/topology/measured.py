@@ -13,7 +13,7 @@ from pathlib import Path
 import requests
 
 from harness.topology.observed import RunningTopology
-from harness.topology.roles import FrontendTally, WorkerCounters, prompt_tokens_ran
+from harness.topology.role_metrics import FrontendTally, WorkerCounters, prompt_tokens_ran
 from harness.topology.tapped import crossed_names, tap_dir
 
 Counters = dict[str, WorkerCounters | None]

@@ -15,8 +15,9 @@ import requests
 
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.plan import LaunchPlan, RolePlan
+from harness.topology.health import HealthSample, HealthTimeline
 from harness.topology.held_request import HeldRequest
-from harness.topology.roles import FrontendTally, HealthSample, HealthTimeline, WorkerCounters
+from harness.topology.role_metrics import FrontendTally, WorkerCounters
 
 
 class RunningTopology(Protocol):

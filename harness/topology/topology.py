@@ -49,21 +49,19 @@ from harness.machine.port_registry import PortRegistry
 from harness.profiles import Tier
 from harness.topology.deployments import Deployed, Deployment, Launched
 from harness.topology.discovery import instance_components
+from harness.topology.health import HealthSample, HealthTimeline, probe
 from harness.topology.held_request import HeldRequest
+from harness.topology.log_tail import tail
 from harness.topology.phases import Phase
 from harness.topology.processes import (
     StopReport,
 )
-from harness.topology.roles import (
+from harness.topology.role_metrics import (
     FrontendTally,
-    HealthSample,
-    HealthTimeline,
     WorkerCounters,
-    probe,
     requests_of,
     scrape,
     scrape_frontend,
-    tail,
 )
 
 POLL_S = 0.25

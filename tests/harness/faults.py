@@ -28,8 +28,8 @@ from harness.oracles.baselines import BaselineStore
 from harness.payloads.chat import MediaURLs
 from harness.profiles import GpuExpect, Profile, RoleSpec, Tier, load_profile
 from harness.topology.deployments import Launched
+from harness.topology.health import HealthTimeline
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.roles import HealthTimeline
 from harness.topology.topology import POLL_S, Topology, launch
 from tests.harness.canned import ProfileJudge
 

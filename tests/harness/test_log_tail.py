@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.topology.roles import tail
+from harness.topology.log_tail import tail
 
 POLL = (
     "\x1b[2m2026-11-29T21:34:07.229612Z\x1b[0m \x1b[31mERROR\x1b[0m \x1b[2mtower_http::trace::"

@@ -31,7 +31,7 @@ from harness.profiles import load_profile
 from harness.topology.held_request import HeldRequest
 from harness.topology.measured import Watch, measure
 from harness.topology.observed import RunningTopology
-from harness.topology.roles import parse_counters
+from harness.topology.role_metrics import parse_counters
 from harness.topology.topology import launch
 
 EPD = (

@@ -13,7 +13,7 @@ from harness.oracles.baselines import BaselineStore
 from harness.oracles.checks import check_prompt_tokens
 from harness.payloads.chat import chat_body, warmup_bodies
 from harness.profiles import RequestSpec, Tier, load_profiles
-from harness.topology.roles import HealthSample
+from harness.topology.health import HealthSample
 from tests.harness.canned import URLS, ProfileJudge
 
 PROFILES = {p.name: p for p in load_profiles(REPO_ROOT / "profiles", REPO_ROOT)}
@@ -271,7 +271,7 @@ def test_the_image_token_metric_must_count_the_request() -> None:
     """The frontend's own image-token histogram: one image-bearing request recorded, with its
     tokens; a request it did not record (0, or two) fails naming the metric."""
     from harness.oracles.answer_shape import ImageTokens
-    from harness.topology.roles import ImageTokenTally, parse_frontend
+    from harness.topology.role_metrics import ImageTokenTally, parse_frontend
 
     case = PROFILES["agg_qwen3-vl-2b"].cases[0]
     assert case.image_token_metrics

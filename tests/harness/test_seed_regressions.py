@@ -22,8 +22,8 @@ from harness.core.paths import REPO_ROOT, TOPOLOGY_ID_ENV
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.profiles import Profile, load_profile
+from harness.topology.health import HealthTimeline
 from harness.topology.processes import listening_ports, marked_processes
-from harness.topology.roles import HealthTimeline
 from harness.topology.topology import launch
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
