@@ -11,18 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.audit.capture import Finding, plan_for, run_launcher
-from harness.audit.checks import (
-    check_flags_and_registration,
-    check_health,
-    check_kv,
-    check_memory,
-    check_ports,
-    check_roles_started,
-    check_sglang_registration,
-    check_wide_ports,
-    sglang_multimodal_source,
-)
 from harness.audit.engine_flags import table
+from harness.audit.launch_check import LaunchCheck
+from harness.audit.sglang_registration import check_sglang_registration, sglang_multimodal_source
 from harness.core.paths import REPO_ROOT
 from harness.launch.dynamo_src import DynamoSource
 from harness.launch.launch_spec import launcher_args
@@ -81,14 +72,11 @@ def audit_profile(
             result.launches += adapter_rewrites(plan.log_dir)
             launcher = _display(plan.launcher, root)
             found = [
-                *check_ports(cap, launcher),
-                *check_roles_started(profile, cap, launcher),
-                *check_wide_ports(profile, cap, launcher),
-                *check_health(profile, cap, launcher),
-                *check_flags_and_registration(cap, launcher),
+                finding
+                for check in LaunchCheck.every()
+                if tier in check.tiers
+                for finding in check.check(profile, cap, launcher)
             ]
-            if tier == "gpu":
-                found += [*check_memory(profile, cap, launcher), *check_kv(profile, cap, launcher)]
         for f in found:
             merged.setdefault((f.file, f.role, f.what, f.fix), []).append(label)
     for (file, role, what, fix), labels in merged.items():

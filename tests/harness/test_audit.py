@@ -77,7 +77,7 @@ def test_encode_without_endpoint_health_is_flagged(tmp_path: Path) -> None:
 
 def test_sglang_encode_needs_no_env(tmp_path: Path) -> None:
     """dynamo.sglang's encode worker sets its own health after registering (installed source)."""
-    from harness.audit.checks import encode_sets_own_health
+    from harness.audit.health_checks import encode_sets_own_health
 
     assert encode_sets_own_health("dynamo.sglang")
     assert not encode_sets_own_health("dynamo.vllm")
@@ -329,7 +329,10 @@ def test_the_xpu_launch_selects_devices_by_ze_affinity_mask(tmp_path: Path) -> N
 def test_an_sglang_multimodal_worker_that_never_registers_is_named(tmp_path: Path) -> None:
     """The second seed, read from source: the installed init_multimodal.py registers in every
     multimodal init; a copy with one registration call removed is named by function and role."""
-    from harness.audit.checks import check_sglang_registration, sglang_multimodal_source
+    from harness.audit.sglang_registration import (
+        check_sglang_registration,
+        sglang_multimodal_source,
+    )
 
     installed = sglang_multimodal_source()
     assert installed is not None

@@ -11,8 +11,11 @@ from types import ModuleType
 
 import pytest
 
+import harness.audit
 import harness.oracles
 import harness.topology
+from harness.audit.launch_check import LaunchCheck
+from harness.audit.runner import audit
 from harness.core.paths import REPO_ROOT
 from harness.core.registered import Registered, forget_imported
 from harness.launch.launch_spec import LaunchSpec
@@ -58,6 +61,19 @@ from harness.topology.phases import OneLook
 class Cooled(OneLook):
     name, order = "cooled", 45  # after registered_as_planned (40), before warmed_up (50)
     what = "the cooling check"
+"""
+
+NEW_AUDIT_CHECK = """
+from harness.audit.capture import Capture, Finding
+from harness.audit.launch_check import LaunchCheck
+from harness.profiles import Profile
+
+
+class EveryRoleNamed(LaunchCheck):
+    name, order = "every role named", 15  # after leased ports (10), before roles started (20)
+
+    def check(self, profile: Profile, cap: Capture, launcher: str) -> list[Finding]:
+        return [Finding(launcher, role, "a test's finding", "none") for role in sorted(cap.roles)]
 """
 
 # What the `new_module` fixture hands a test: add(package, module name, source, root class).
@@ -129,8 +145,19 @@ def test_a_new_phase_file_runs_in_its_place_on_launched_and_deployed_topologies(
         topo.stop()
 
 
+def test_a_new_audit_check_file_runs_on_every_captured_launch(new_module: AddModule) -> None:
+    """Audit checks register themselves as oracles and phases do: a new file's class runs in its
+    place on each launch the audit captures, no runner edit."""
+    before = [c.name for c in LaunchCheck.every()]
+    new_module(harness.audit, "role_names_check", NEW_AUDIT_CHECK, LaunchCheck)
+    assert [c.name for c in LaunchCheck.every()] == [before[0], "every role named", *before[1:]]
+    profile = REPO_ROOT / "profiles" / "vllm" / "agg_qwen3-vl-2b.yaml"
+    lines = [f.line() for f in audit([profile]).findings]
+    assert any("[worker] a test's finding" in line for line in lines), lines
+
+
 def test_every_shipped_strategy_is_registered_once() -> None:
-    for root in (Oracle, CaseOracle, LogDiagnosis):
+    for root in (Oracle, CaseOracle, LogDiagnosis, LaunchCheck):
         names = [s.name for s in root.every()]
         assert len(names) == len(set(names)), root
     phases = [(p.order, p.name) for p in Phase.registered]  # made per topology, not every()
