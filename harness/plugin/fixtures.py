@@ -13,6 +13,7 @@ import pytest
 from harness.cases.case import CaseRecord, ServeCase
 from harness.cases.loop import run_case
 from harness.cases.pool import Opener, TopologyPool
+from harness.cases.session import warmup_kinds
 from harness.core.paths import cache_dir
 from harness.launch.launch_spec import LaunchSpec
 from harness.launch.target import TargetSpec, target_plan
@@ -26,7 +27,6 @@ from harness.payloads.chat import MediaURLs, warmup_bodies
 from harness.plugin.collection import serve_case_of
 from harness.plugin.options import session_of
 from harness.plugin.progress import progress_of
-from harness.profiles import MediaKind
 from harness.topology.topology import Topology, attach, launch, new_run_dir
 
 RECORD = pytest.StashKey[CaseRecord]()
@@ -45,18 +45,13 @@ def harness_media() -> Iterator[MediaURLs]:
 def harness_pool(
     request: pytest.FixtureRequest, harness_media: MediaURLs
 ) -> Iterator[TopologyPool]:
-    kinds: dict[str, set[MediaKind]] = {}  # the media kinds each launch's cases send, answered 200
-    texts: set[str] = set()  # the launches whose cases send a request with no media
     session = session_of(request.config)
-    for item in request.session.items:
-        sc = serve_case_of(item)
-        if sc is not None and sc.signature and not sc.skip_reason(session.gpus):
-            for req in sc.requests:
-                expect = req.gpu if sc.tier == "gpu" else req.cpu
-                if expect.status == 200:
-                    kinds.setdefault(sc.signature, set()).update(req.media)
-                    if not req.media:
-                        texts.add(sc.signature)
+    runnable = [
+        sc
+        for item in request.session.items
+        if (sc := serve_case_of(item)) is not None and not sc.skip_reason(session.gpus)
+    ]
+    kinds, texts = warmup_kinds(runnable)
     target: TargetSpec | None = session.target
     with TopologyPool(
         lambda sig: warmup_bodies(

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
+from harness.oracles.answer import JudgeSettings
 from harness.oracles.serving import RequestHit, check_cache_hits, check_router_hits
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
 from tests.harness.selftest_scope import EXHAUSTIVE
 
@@ -109,10 +107,11 @@ def test_a_router_case_with_a_fault_fails_naming_it(
     sc = ServeCase(profile, case, "cpu")
     record = CaseRecord()
 
-    judging = Judging(BaselineStore())
-    pool = TopologyPool(lambda sig: warmup_bodies(["image_url"], urls))
-    with pool, pytest.raises(TopologyFailure) as failed:
-        run_case(sc, pool, urls, judging, record)
+    with (
+        pytest.raises(TopologyFailure) as failed,
+        CaseSession(urls, JudgeSettings(engine_alone=False)) as cases,
+    ):
+        cases.run(sc, record)
     message = failed.value.message
     if break_it is None:  # nothing cached anywhere: the router saw nothing, nor did the engines
         assert failed.value.cause is Cause.CACHE_MISS, failed.value

@@ -11,14 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness.cases.case import CaseRecord
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.session import CaseSession
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
 from harness.profiles.checkout_matrix import matrix_at
 from harness.topology.topology import launch
@@ -118,17 +115,11 @@ def test_a_decode_worker_without_a_system_port_is_named_and_still_judged(
         as_checkout,
     )
     assert sc.launch_spec.script.name == "multimodal_disagg.sh"
-    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
     record = CaseRecord()
-    kinds = {kind for r in sc.requests for kind in r.media}
-    with (
-        pytest.raises(TopologyFailure) as raised,
-        TopologyPool(lambda sig: warmup_bodies(kinds, urls, text=False)) as pool,
-    ):
-        run_case(sc, pool, urls, judging, record)
+    settings = JudgeSettings(cross_topology=False, engine_alone=False)
+    with pytest.raises(TopologyFailure) as raised, CaseSession(urls, settings) as cases:
+        cases.run(sc, record)
     assert record.topology is not None
-    plan = record.topology.plan
-    nothing_left(plan.topology_id, list(plan.ports.values()))
     failure = raised.value
     assert failure.cause == Cause.LAUNCHER_INVALID and failure.evidence.role == "decode"
     message = str(failure)

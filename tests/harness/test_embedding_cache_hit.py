@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.case import ServeCase
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.oracles.answer import JudgeSettings
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
 from tests.harness.selftest_scope import EXHAUSTIVE
 
@@ -47,10 +45,11 @@ def test_repeats_without_the_encoders_cache_fail_naming_the_counter(urls: MediaU
     profile = profile.model_copy(update={"cases": [uncached]})
     sc = ServeCase(profile, uncached, "cpu")
 
-    judging = Judging(BaselineStore())
-    pool = TopologyPool(lambda sig: warmup_bodies(["image_b64"], urls, text=False))
-    with pool, pytest.raises(TopologyFailure) as failed:
-        run_case(sc, pool, urls, judging, CaseRecord())
+    with (
+        pytest.raises(TopologyFailure) as failed,
+        CaseSession(urls, JudgeSettings(engine_alone=False)) as cases,
+    ):
+        cases.run(sc)
     assert failed.value.cause is Cause.CACHE_MISS, failed.value.report()
     message = failed.value.message
     assert "embedding cache hits over the case: no worker" in message, message

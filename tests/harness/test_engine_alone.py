@@ -12,19 +12,15 @@ from typing import Any
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles import engine_alone
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.baselines import BaselineStore
 from harness.oracles.engine_alone import EngineAlone, EngineAnswer, EngineLaunch, inline_media
-from harness.oracles.judge import Judging
 from harness.oracles.media_mirror import MediaFetcher
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
-from tests.harness.test_dynamo_src_launch import nothing_left
 
 VLLM_RECORD: dict[str, Any] = {
     "role": "decode",
@@ -167,20 +163,12 @@ AGG = load_profile(REPO_ROOT / "profiles/vllm/agg_qwen3-vl-2b.yaml", REPO_ROOT)
 
 def run_agg(urls: MediaURLs, engines: EngineAlone) -> CaseRecord:
     """The agg Qwen3-VL case, launched and judged here, with `engines` as its engines alone."""
-    sc = ServeCase(AGG, AGG.cases[0], "cpu")
     settings = JudgeSettings(cross_topology=False, relations=False)
-    judging = Judging(BaselineStore(), settings, engines)
-    launched = None
     try:
-        with TopologyPool(lambda sig: warmup_bodies(["image_url"], urls, text=False)) as pool:
-            try:
-                return run_case(sc, pool, urls, judging)
-            finally:
-                launched = pool.current and pool.current.plan
+        with CaseSession(urls, settings, engines) as cases:
+            return cases.run(ServeCase(AGG, AGG.cases[0], "cpu"))
     finally:
         engines.close()
-        if launched is not None:
-            nothing_left(launched.topology_id, list(launched.ports.values()))
 
 
 @pytest.mark.heavy

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.case import ServeCase
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
+from harness.oracles.answer import JudgeSettings
 from harness.oracles.model_reference import reference_answer
-from harness.payloads.chat import MediaURLs, chat_body, warmup_bodies
+from harness.payloads.chat import MediaURLs, chat_body
 from harness.profiles import load_profile
 from harness.tiny_models import build_tiny_model
 
@@ -63,14 +61,11 @@ def test_an_encode_worker_on_other_weights_is_caught_by_the_reference(
         update={"cpu": profile.cases[0].cpu.model_copy(update={"same_as": None})}
     )
     sc = ServeCase(profile, case, "cpu")
-    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
-
-    judging = Judging(BaselineStore())
-    try:
-        with pytest.raises(TopologyFailure) as failure:
-            run_case(sc, pool, urls, judging, CaseRecord())
-    finally:
-        pool.close()
+    with (
+        pytest.raises(TopologyFailure) as failure,
+        CaseSession(urls, JudgeSettings(engine_alone=False)) as cases,
+    ):
+        cases.run(sc)
     assert failure.value.cause == Cause.WRONG_ANSWER, failure.value.report()
     message = failure.value.message
     # the earliest stage that departs names it: the encoder's own rows, against what the

@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.case import ServeCase
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
-from harness.oracles.answer import Scope
-from harness.oracles.baselines import BaselineStore
+from harness.oracles.answer import JudgeSettings, Scope
 from harness.oracles.checks import MediaRelation, judge_relation, relations
-from harness.oracles.judge import Judging
 from harness.oracles.relations import OtherMedia, OtherTransport
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.payloads.media import RED_SQUARE_RGB, render_square_png
 from harness.profiles import RequestSpec, load_profile
 
@@ -63,14 +60,11 @@ def test_judging_a_relation() -> None:
 
 def run_agg_case(urls: MediaURLs) -> TopologyFailure:
     sc = ServeCase(AGG, AGG.cases[0], "cpu")  # an image by URL
-    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
-
-    judging = Judging(BaselineStore())
-    try:
-        with pytest.raises(TopologyFailure) as failure:
-            run_case(sc, pool, urls, judging, CaseRecord())
-    finally:
-        pool.close()
+    with (
+        pytest.raises(TopologyFailure) as failure,
+        CaseSession(urls, JudgeSettings(engine_alone=False)) as cases,
+    ):
+        cases.run(sc)
     return failure.value
 
 

@@ -11,12 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.oracles.answer import JudgeSettings
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
 
 LAUNCHER = """#!/usr/bin/env bash
@@ -64,14 +62,9 @@ def test_a_new_kind_from_a_profile_and_a_launcher_runs_on_cpu(
     (tmp_path / "agg_twin.yaml").write_text(PROFILE.replace("LAUNCHER_PATH", str(launcher)))
     profile = load_profile(tmp_path / "agg_twin.yaml", tmp_path)
     sc = ServeCase(profile, profile.cases[0], "cpu")
-    pool = TopologyPool(lambda sig: warmup_bodies([], urls))
     record = CaseRecord()
-
-    judging = Judging(BaselineStore())
-    try:
-        checks = run_case(sc, pool, urls, judging, record).checks
-    finally:
-        pool.close()
+    with CaseSession(urls, JudgeSettings(engine_alone=False)) as cases:
+        checks = cases.run(sc, record).checks
     assert [r.name for r in profile.roles] == ["frontend", "event_broker", "twin1", "twin2"]
     assert checks.count("path twin1|twin2 +1") == 2, checks
     assert any(c.startswith("matches the model's own answer: identical") for c in checks)

@@ -10,18 +10,14 @@ from __future__ import annotations
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.core.verdict import Cause, TopologyFailure
 from harness.launch import plan
 from harness.oracles import answer
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.profiles import load_profile
-from tests.harness.test_dynamo_src_launch import nothing_left
 
 pytestmark = [pytest.mark.heavy, pytest.mark.vllm, pytest.mark.cpu]
 
@@ -29,18 +25,10 @@ PROFILE = load_profile(REPO_ROOT / "profiles/vllm/agg_qwen3.5-0.8b.yaml", REPO_R
 
 
 def judged(urls: MediaURLs, record: CaseRecord) -> list[str]:
-    sc = ServeCase(PROFILE, PROFILE.cases[0], "cpu")
-    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False, relations=False))
-    launched = None
-    try:
-        with TopologyPool(lambda sig: warmup_bodies(["image_url"], urls, text=False)) as pool:
-            try:
-                return run_case(sc, pool, urls, judging, record).checks
-            finally:
-                launched = pool.current and pool.current.plan
-    finally:
-        if launched is not None:  # a start that failed stopped itself, and said so
-            nothing_left(launched.topology_id, list(launched.ports.values()))
+    """The Qwen3.5 agg case alone, held to the model (its engine alone off: not this test's)."""
+    settings = JudgeSettings(cross_topology=False, relations=False, engine_alone=False)
+    with CaseSession(urls, settings) as cases:  # stopped and verified gone, failed or not
+        return cases.run(ServeCase(PROFILE, PROFILE.cases[0], "cpu"), record).checks
 
 
 def test_bfloat16_answers_hold_to_the_model_in_bfloat16_and_not_to_float32s_precision(

@@ -12,19 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.case import CaseRecord, ServeCase
-from harness.cases.loop import run_case
-from harness.cases.pool import TopologyPool
+from harness.cases.case import ServeCase
+from harness.cases.session import CaseSession
 from harness.core.paths import REPO_ROOT
 from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, DynamoSource
 from harness.launch.plan import LaunchPlan
 from harness.oracles.answer import JudgeSettings
-from harness.oracles.baselines import BaselineStore
-from harness.oracles.judge import Judging
-from harness.payloads.chat import MediaURLs, warmup_bodies
+from harness.payloads.chat import MediaURLs
 from harness.profiles import Profile, load_profile
 from tests.harness.dynamo_checkout import PROBE, build_checkout
-from tests.harness.test_dynamo_src_launch import nothing_left
 
 pytestmark = [pytest.mark.heavy, pytest.mark.cpu]
 
@@ -68,17 +64,10 @@ def run_shape(sc: ServeCase, urls: MediaURLs) -> tuple[list[str], LaunchPlan, di
     """The case judged by every oracle but the cross-topology one (no baseline launch here);
     (checks, its plan, each role's adapter record)."""
 
-    judging = Judging(BaselineStore(), JudgeSettings(cross_topology=False))
-    record = CaseRecord()
-    kinds = {kind for r in sc.requests for kind in r.media}
-    with TopologyPool(lambda sig: warmup_bodies(kinds, urls, text=False)) as pool:
-        try:
-            checks = run_case(sc, pool, urls, judging, record).checks
-        finally:
-            topo = pool.current or record.topology
-            assert topo is not None
-            plan = topo.plan
-    nothing_left(plan.topology_id, list(plan.ports.values()))
+    settings = JudgeSettings(cross_topology=False, engine_alone=False)
+    with CaseSession(urls, settings) as cases:  # stopped and verified gone on the way out
+        checks = cases.run(sc).checks
+    plan = cases.launched[-1]
     assert plan.launcher == CHECKOUT_LAUNCHER  # the checkout's own launcher ran
     records = [json.loads(p.read_text()) for p in plan.log_dir.glob("*.adapter.json")]
     return checks, plan, {r["role"]: r for r in records}
