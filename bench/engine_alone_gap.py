@@ -33,14 +33,14 @@ from harness.oracles.model_answer import special_tokens
 from harness.oracles.model_reference import TOP_LOGPROBS
 from harness.payloads.chat import MediaURLs, request_body, warmup_bodies
 from harness.payloads.media import AssetServer, build_media
-from harness.profiles import Profile, load_profiles
+from harness.profiles import Profile, Tier, load_profiles
 from harness.topology.topology import launch
 
 DEFAULT_PROFILES = ("agg_qwen3-vl-2b", "agg_llava-1.5-7b")
 MARGIN = 10  # as every tolerance here is set: 10x the largest gap seen
 
 
-def served(profile: Profile, tier: str, urls: MediaURLs) -> tuple[EngineLaunch, list[Any]]:
+def served(profile: Profile, tier: Tier, urls: MediaURLs) -> tuple[EngineLaunch, list[Any]]:
     """The profile's first case on its own launch: each request's body and answer."""
     case = profile.cases[0]
     requests = [
@@ -80,7 +80,7 @@ def main() -> int:
 
 
 def measure(
-    profiles: list[Profile], tier: str, urls: MediaURLs, engines: EngineAlone
+    profiles: list[Profile], tier: Tier, urls: MediaURLs, engines: EngineAlone
 ) -> dict[tuple[str, str], float]:
     """Each profile served, then its engine alone: the largest gap per stack and precision."""
     worst: dict[tuple[str, str], float] = {}

@@ -79,7 +79,7 @@ def engine(model_dir: Path, dtype: str, noise: Noise) -> Any:
     )
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
 
-    def noisy(site: str):
+    def noisy(site: str) -> Any:
         def hook(_module: Any, _inputs: Any, out: Any) -> Any:
             if noise.site != site or not noise.scale or not isinstance(out, torch.Tensor):
                 return out
@@ -115,7 +115,7 @@ def engine_steps(llm: Any, url: str) -> list[Step]:
     tokenizer = llm.get_tokenizer()
 
     def text(token: int) -> str:  # as the reference renders a token (model_reference.py)
-        return tokenizer.decode([token], skip_special_tokens=True)
+        return str(tokenizer.decode([token], skip_special_tokens=True))
 
     steps = []
     for token, top in zip(out.token_ids, out.logprobs, strict=True):

@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
@@ -40,7 +41,9 @@ PROMPT = "Describe this image in detail."
 TOKENS = 50  # the SGLang router case's answers in the measurement: about 50 tokens
 
 
-def measure(profile: Profile, urls: MediaURLs, requests: int, idle_s: float, env: dict) -> dict:
+def measure(
+    profile: Profile, urls: MediaURLs, requests: int, idle_s: float, env: dict[str, str]
+) -> dict[str, Any]:
     body = {**chat_body(PROMPT, ["image_url"], TOKENS, urls), "ignore_eos": True}
     with launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), base_env=env) as topo:
         launcher = topo.deployment.roles.launcher
@@ -81,7 +84,7 @@ def main() -> None:
         urls = MediaURLs.serve(server, media)
         for topology in args.topologies:
             vllm, sglang = PAIRS[topology]
-            runs = [
+            runs: list[tuple[str, str, dict[str, str]]] = [
                 ("vLLM", vllm, {}),
                 ("SGLang (harness: sleep on idle)", sglang, {}),
             ]

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -83,9 +84,9 @@ class CaseTimes:
         )
 
 
-def recorded(path: Path | None) -> dict[str, dict]:
+def recorded(path: Path | None) -> dict[str, dict[str, Any]]:
     """The last row per test id of a results.jsonl, passed or failed (skips carry no time)."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     if path is None or not path.is_file():
         return rows
     for line in path.read_text().splitlines():
@@ -96,7 +97,7 @@ def recorded(path: Path | None) -> dict[str, dict]:
     return rows
 
 
-def case_times(cases: Sequence[ServeCase], rows: Mapping[str, dict]) -> CaseTimes:
+def case_times(cases: Sequence[ServeCase], rows: Mapping[str, dict[str, Any]]) -> CaseTimes:
     launch: dict[str | None, float] = {}
     request: dict[str, float] = {}
     for sc in cases:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
@@ -60,7 +61,7 @@ def role_phases(log: Path, started: float) -> dict[str, float]:
     return found
 
 
-def launch_rows(result: dict) -> list[tuple[str, dict[str, float]]]:
+def launch_rows(result: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     """(role, phases) for every worker of one launch (its first case's result)."""
     logs = Path(result["run_dir"]) / "logs"
     rows = []
@@ -76,7 +77,7 @@ def launch_rows(result: dict) -> list[tuple[str, dict[str, float]]]:
     return rows
 
 
-def first_cases(results_file: Path) -> list[dict]:
+def first_cases(results_file: Path) -> list[dict[str, Any]]:
     """The result of each launch's first case (the one whose duration holds its start-up)."""
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
     return [

@@ -13,6 +13,7 @@ import os
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: harness
 
@@ -34,7 +35,7 @@ def shm() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-def one(profile: Profile, mode: dict) -> tuple[float, set[str]]:
+def one(profile: Profile, mode: dict[str, Any]) -> tuple[float, set[str]]:
     before = shm()
     env = {**os.environ, "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": mode["dyn_grace"]}
     topo = launch(LaunchSpec.of(profile, "cpu", profile.cases[0]), base_env=env)
@@ -68,7 +69,7 @@ def main() -> None:
             )
         for mode in (HARNESS, SHORT):
             ratio = medians[mode["name"]] / medians[BASELINE["name"]]
-            print(f"{name:22} {'ratio to anchor: ' + mode['name']:42} {ratio:9.2f}")
+            print(f"{name:22} {'ratio to anchor: ' + str(mode['name']):42} {ratio:9.2f}")
     print(f"(from {Path(__file__).name}; goal: harness median <= 3 s)")
 
 

@@ -57,8 +57,11 @@ def judged_case(
         topo = pool.get(sc.launch_spec)
     except TopologyFailure:
         record.topology = pool.topology_for(sc.launch_spec)  # evidence of the failed launch
+        record.retries = pool.retries.get(sc.launch_spec.signature, [])
         raise
     record.topology, record.reused = topo, not pool.launched_here
+    if pool.launched_here:
+        record.retries = pool.retries.get(sc.launch_spec.signature, [])
     try:
         judge_requests(sc, topo, pool, urls, judging, record)
     except TopologyFailure as failure:

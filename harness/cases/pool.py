@@ -13,7 +13,9 @@ from harness.core.precision import family_dtype
 from harness.core.verdict import TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.machine.port_registry import PortRegistry
+from harness.topology.log_tail import LOG_SCAN_BYTES
 from harness.topology.topology import Topology, launch
+from harness.topology.transient import MAX_RETRIES, TRANSIENT_STARTS, TransientStart, transient
 
 # A health state the timeline records under a diagnosis's name, as a person reads it while the
 # topology is still coming up (it is a verdict only if the phase fails on it).
@@ -21,6 +23,16 @@ STATE_WORDS = {
     "no_health_source": "notready, every endpoint ready (no health source yet?)",
     "no_health_server": "started with no system port: /health cannot be polled",
 }
+
+
+def logs_of(topo: Topology[Any]) -> str:
+    """The end of every log a launch wrote (its roles' and its launcher's): where a transient
+    start-up failure shows."""
+    texts = []
+    for path in sorted(topo.plan.log_dir.glob("*.log")):
+        with contextlib.suppress(OSError):
+            texts.append(path.read_bytes()[-LOG_SCAN_BYTES:].decode(errors="replace"))
+    return "\n".join(texts)
 
 
 def serving(spec: LaunchSpec) -> str:
@@ -49,6 +61,7 @@ class TopologyPool:
         registry: PortRegistry | None = None,
         opener: Opener = launch,
         say: Callable[[str], None] = lambda line: None,
+        transients: Sequence[TransientStart] = TRANSIENT_STARTS,
     ):
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
@@ -58,6 +71,9 @@ class TopologyPool:
         self._held = contextlib.ExitStack()  # the current topology, entered; closing stops it
         # why each failed launch failed, and its topology (timeline and logs, for evidence)
         self.failed: dict[str, tuple[TopologyFailure, Topology[Any]]] = {}
+        # the start-up failures each launch was started again after (topology/transient.py)
+        self.transients = transients
+        self.retries: dict[str, list[str]] = {}
         self.launched_here = False
 
     def get(self, spec: LaunchSpec) -> Topology[Any]:
@@ -73,16 +89,27 @@ class TopologyPool:
                 raise
             return self.current
         self.close()
-        topo = self.opener(spec, self.warmups_for(signature), self.registry)
-        args = " ".join(topo.plan.args) or "no launcher args"
-        self.say(f"launching {spec.name}, {serving(spec)} ({args})")
-        topo.timeline.listeners.append(self._relay(spec.name))
-        try:
-            self._held.enter_context(topo)  # a failed start stops itself
-        except TopologyFailure as failure:
-            self.failed[signature] = (failure, topo)
-            self.say(f"{spec.name} failed to start: {failure.cause.value}")
-            raise
+        for attempt in range(1, MAX_RETRIES + 2):
+            topo = self.opener(spec, self.warmups_for(signature), self.registry)
+            args = " ".join(topo.plan.args) or "no launcher args"
+            self.say(f"launching {spec.name}, {serving(spec)} ({args})")
+            topo.timeline.listeners.append(self._relay(spec.name))
+            try:
+                self._held.enter_context(topo)  # a failed start stops itself
+                break
+            except TopologyFailure as failure:
+                known = transient(failure, logs_of(topo), spec.tier, self.transients)
+                if known is None or attempt > MAX_RETRIES:
+                    self.failed[signature] = (failure, topo)
+                    self.say(f"{spec.name} failed to start: {failure.cause.value}")
+                    raise
+                why = (
+                    f"start {attempt} failed {failure.cause.value} ({failure.message[:160]}): "
+                    f"a known transient start-up failure ({known.describe()}; {known.source}), "
+                    "started again"
+                )
+                self.retries.setdefault(signature, []).append(why)
+                self.say(f"{spec.name}: {why}")
         self.say(f"{spec.name} ready in {topo.ready_s or 0:.1f} s")
         self.current = topo
         self.launched_here = True

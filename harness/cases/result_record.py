@@ -98,6 +98,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
             "checks": list(rec.checks),  # every oracle that passed, one line each
             "max_logprob_gap": rec.max_logprob_gap,
             "max_engine_gap": rec.max_engine_gap,
+            "retries": list(rec.retries),
             "session": session_id(),
             # requests judged without a numeric oracle (a blind spot named, not hidden), and why
             "unjudged_numerically": list(rec.unjudged_numerically),

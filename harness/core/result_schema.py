@@ -93,6 +93,11 @@ class ResultLine(BaseModel):
         default=None,
         description="the largest |served - engine alone| log-probability of its answers",
     )
+    retries: list[str] = Field(
+        default_factory=list,
+        description="the known transient start-up failures its launch was started again after "
+        "(harness/topology/transient.py), one line each",
+    )
     unjudged_numerically: list[str] = Field(
         default_factory=list, description="requests no numeric oracle vouched for, each with why"
     )

@@ -107,12 +107,19 @@ def summary_entry(result: dict[str, Any], why: str | None) -> dict[str, Any]:
     """What the run's closing summary needs of one case: its id, outcome, why, and each declared
     upstream defect that held on it (with the line that says by how much)."""
     held = [m.groups() for line in result["checks"] if (m := HELD.search(line))]
-    return {"id": result["test_id"], "outcome": result["outcome"], "why": why, "held": held}
+    return {
+        "id": result["test_id"],
+        "outcome": result["outcome"],
+        "why": why,
+        "held": held,
+        "retries": result["retries"],
+    }
 
 
 class RunSummary:
     """The closing lines of a serve run (on the controller under xdist): every skipped id with
-    its reason, every declared upstream defect that held with its cases and its bound."""
+    its reason, every launch started again after a transient start-up failure, every declared
+    upstream defect that held with its cases and its bound."""
 
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
@@ -126,6 +133,13 @@ class RunSummary:
         if skipped:
             out.append(f"serve-harness skipped {len(skipped)} case(s):")
             out += [f"  {e['id']}: {e['why'] or 'no reason given'}" for e in skipped]
+        retried = [e for e in self.entries if e.get("retries")]
+        if retried:
+            out.append(
+                f"serve-harness started {len(retried)} launch(es) again after a known transient "
+                "start-up failure:"
+            )
+            out += [f"  {e['id']}: {' | '.join(e['retries'])}" for e in retried]
         held: dict[str, list[tuple[str, str]]] = {}
         for e in self.entries:
             for defect, detail in e["held"]:

@@ -90,7 +90,7 @@ def validation_table(results: Sequence[dict[str, Any]], fmt: str = "md") -> str:
             result["test_id"],
             result["launcher"],
             result["tier"],
-            result["outcome"],
+            result["outcome"] + retried(result),
             result["cause"] or "",
             format_seconds(result["ready_s"]),
             format_seconds(result["duration_s"]),
@@ -98,6 +98,13 @@ def validation_table(results: Sequence[dict[str, Any]], fmt: str = "md") -> str:
         for result in results
     ]
     return render_table(VALIDATION_HEADERS, rows, fmt, row_classes=[r["outcome"] for r in results])
+
+
+def retried(result: dict[str, Any]) -> str:
+    """' (started 2 times)' where the launch was started again after a known transient start-up
+    failure (harness/topology/transient.py); '' otherwise."""
+    retries = len(result.get("retries") or [])
+    return f" (started {retries + 1} times)" if retries else ""
 
 
 def outcome_change(outcome_a: str, outcome_b: str) -> str:
@@ -203,6 +210,7 @@ def junit_properties(result: dict[str, Any]) -> list[tuple[str, str]]:
     if result.get("ready_s") is not None:
         properties.append(("ready_s", f"{float(result['ready_s']):.3f}"))
     properties.append(("duration_s", f"{float(result['duration_s']):.3f}"))
+    properties += [(f"retry.{k}", why) for k, why in enumerate(result.get("retries") or [], 1)]
     properties.append(("started_at", str(result["started_at"])))
     properties += [
         (f"phase.{name}", f"{float(seconds):.3f}")

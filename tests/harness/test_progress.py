@@ -107,14 +107,20 @@ def test_case_lines_are_numbered_with_an_eta_from_recorded_durations() -> None:
     assert ProgressCount([], {}).number(case_line("a", "passed", None, 1.0)) == "a: passed, 1.0 s"
 
 
-def test_the_run_ends_with_what_it_skipped_and_the_defects_it_excused() -> None:
+def test_the_run_ends_with_what_it_skipped_retried_and_the_defects_it_excused() -> None:
     import json
 
     from harness.plugin.reporting import OUTCOME, RunSummary, summary_entry
 
     checks = ["logprobs: upstream defect encoder-dtype holds: gap 4.5e-03 within 4.53e-03"]
-    passed = {"test_id": "mm_epd_qwen3-vl-2b", "outcome": "passed", "checks": checks}
-    skipped = {"test_id": "video_e_pd_qwen", "outcome": "skipped", "checks": []}
+    retry = "start 1 failed role_exited (...): a known transient start-up failure (...)"
+    passed = {
+        "test_id": "mm_epd_qwen3-vl-2b",
+        "outcome": "passed",
+        "checks": checks,
+        "retries": [retry],
+    }
+    skipped = {"test_id": "video_e_pd_qwen", "outcome": "skipped", "checks": [], "retries": []}
     summary = RunSummary()
     for result, why in ((passed, None), (skipped, "GPU tier only: NVDEC")):
         report = SimpleNamespace(
@@ -124,6 +130,8 @@ def test_the_run_ends_with_what_it_skipped_and_the_defects_it_excused() -> None:
     assert summary.lines() == [
         "serve-harness skipped 1 case(s):",
         "  video_e_pd_qwen: GPU tier only: NVDEC",
+        "serve-harness started 1 launch(es) again after a known transient start-up failure:",
+        f"  mm_epd_qwen3-vl-2b: {retry}",
         "serve-harness passed with declared upstream defects that held:",
         "  encoder-dtype on 1 case(s) (mm_epd_qwen3-vl-2b): gap 4.5e-03 within 4.53e-03",
     ]

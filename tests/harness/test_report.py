@@ -244,3 +244,11 @@ def test_the_writer_refuses_a_line_the_reader_would() -> None:
     """One type for both sides: a record the schema refuses is never written."""
     with pytest.raises(ValueError, match="outcome"):
         make_result("x", outcome="ok")
+
+
+def test_a_retried_launch_is_named_in_the_table_and_in_junit() -> None:
+    why = "start 1 failed role_exited (...): a known transient start-up failure (...)"
+    result = make_result("mm_agg_qwen", retries=[why])
+    assert "| passed (started 2 times) |" in validation_table([result])
+    assert ("retry.1", why) in junit_properties(result)
+    assert "started" not in validation_table([make_result("mm_agg_qwen")])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,7 @@ def run_to_failure(profile: Profile) -> tuple[TopologyFailure, HealthTimeline, s
 
 
 def test_encode_without_health_source_is_named_fast(
-    tmp_path: Path, record_property: pytest.RecordProperty
+    tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     launcher = launchers_copy(tmp_path, HEALTH_LINE, "")
     failure, timeline, _ = run_to_failure(epd_profile(launcher))
@@ -84,7 +85,7 @@ def test_encode_without_health_source_is_named_fast(
 
 
 def test_encode_never_up_is_named_at_register_budget(
-    tmp_path: Path, record_property: pytest.RecordProperty
+    tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     double = "  start_role encode sleep infinity  # TEST DOUBLE: an encoder that never serves\n"
     launcher = launchers_copy(tmp_path, ENCODE_CMD, double)

@@ -12,6 +12,10 @@
 #   --worker-crash-handler MESSAGE
 #                             the worker's child logs a traceback ending RuntimeError(MESSAGE),
 #                             then kills the worker's process tree (SGLang's kill_process_tree)
+#   --fail-first-start FILE MESSAGE
+#                             where FILE does not exist: create it, and the worker raises
+#                             RuntimeError(MESSAGE); where it does, start as usual (a start-up
+#                             failure that passes on a second try)
 #   anything else             passed to the mocker worker (e.g. --startup-time 5, a bad flag)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../../launchers/lib/common.sh"
@@ -29,6 +33,9 @@ while (($#)); do
     --refuse) REFUSE=$2; shift ;;
     --worker-raises) RAISES=$2; shift ;;
     --worker-crash-handler) CRASH_HANDLER=$2; shift ;;
+    --fail-first-start)
+      if [[ ! -e $2 ]]; then : >"$2"; RAISES=$3; fi
+      shift 2 ;;
     --) shift; WORKER_FLAGS+=("$@"); break ;;
     *) WORKER_FLAGS+=("$1") ;;
   esac
