@@ -193,6 +193,7 @@ class CaseRecord:
     verdicts: list[tuple[int, int]] = field(default_factory=list)
     max_logprob_gap: float | None = None  # the largest |engine - model| logprob of its answers
     max_engine_gap: float | None = None  # the largest |served - engine alone| logprob
+    served_s: float = 0.0  # the seconds its requests took to be answered (sent to answer)
     # the known transient start-up failures its launch was started again after, one line each
     retries: list[str] = field(default_factory=list)
     # the requests no numeric oracle vouched for (CPU tier), each with why

@@ -137,6 +137,7 @@ def judge_requests(
             pool.discard(failure)
             raise
         resp, frontend = seen.resp, seen.frontend
+        record.served_s += seen.answered_s
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             usage = resp.json().get("usage")

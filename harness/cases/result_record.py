@@ -89,6 +89,7 @@ def result_record(sc: ServeCase, rec: CaseRecord) -> dict[str, Any]:
             "ready_s": round(topo.ready_s, 3) if topo and topo.ready_s else None,
             "reused_topology": rec.reused,
             "duration_s": round(report.duration, 3),
+            "served_s": round(rec.served_s, 3),
             "teardown_s": rec.teardown_s,
             "peak_rss_mib": round(topo.peak_rss_mib) if topo else None,
             "run_dir": str(topo.plan.run_dir) if topo else None,  # its roles' logs: <run_dir>/logs

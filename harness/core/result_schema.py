@@ -68,6 +68,11 @@ class ResultLine(BaseModel):
         default=False, strict=True, description="whether it ran on an earlier case's launch"
     )
     duration_s: Seconds = Field(description="seconds the case took")
+    served_s: Seconds | None = Field(
+        default=None,
+        description="seconds its requests took to be answered, each from sent to its whole "
+        "answer: the system's serving time within duration_s",
+    )
     teardown_s: Seconds | None = Field(
         default=None, description="seconds its teardown took (on the last case of a launch)"
     )

@@ -73,6 +73,10 @@ SGLANG_NCCL_LEASED = "SGLANG_NCCL_PORT{i}"
 ENCODER_TAP_ENV = "HARNESS_ENCODER_TAP"  # where the taps write the encoder's rows (CPU tier)
 IMPORT_RECORDS_ENV = "HARNESS_IMPORT_RECORDS"  # where each role records its Dynamo imports
 TAPPED_ROLE_ENV = "HARNESS_TAPPED_ROLE"  # the role's name, for the taps' files (not a role)
+# A file the harness creates just before it stops the topology: a role whose own exit (signal
+# handlers, atexit) is done then leaves at once instead of finalising its interpreter.
+STOPPING_ENV = "HARNESS_STOPPING"
+STOPPING_FILE = "stopping"  # in the launch's scratch directory
 
 # -- the files a role's adapter writes into the launch's logs directory -------------------------
 ADAPTER_RECORD = "{role}.adapter.json"  # every decision the adapter made for the role

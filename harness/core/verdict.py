@@ -26,6 +26,7 @@ class Cause(StrEnum):
     MODEL_NOT_CACHED = "model_not_cached"
     TEARDOWN_UNCLEAN = "teardown_unclean"
     EXPOSED_LISTENER = "exposed_listener"
+    HARNESS_FAULT = "harness_fault"  # the harness's own code in a role's process failed
 
 
 # What each cause means, as a user reads it (docs/reference/causes.md is generated from this).
@@ -79,6 +80,11 @@ CAUSE_MEANS: dict[Cause, str] = {
     Cause.EXPOSED_LISTENER: (
         "once ready, a socket of the topology listens beyond 127.0.0.1 without the profile "
         "saying why"
+    ),
+    Cause.HARNESS_FAULT: (
+        "the harness's own code in a role's process failed (its role site, which every role "
+        "imports first: Python's 'Error in sitecustomize' and the error it names): the system "
+        "under test is not judged"
     ),
 }
 

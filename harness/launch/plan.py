@@ -34,6 +34,8 @@ from harness.core.role_contract import (
     ROLE_PORTS_ENV,
     SGLANG_PYTHON_ENV,
     STACK_ENV,
+    STOPPING_ENV,
+    STOPPING_FILE,
 )
 from harness.core.secrets import redact_env, scrub_text
 from harness.launch.dynamo_src import CHECKOUT_LAUNCHER, ROLE_ADAPTER, ROLE_SITE, DynamoSource
@@ -97,6 +99,7 @@ def scratch_env(scratch_dir: Path) -> dict[str, str]:
         "DYN_FILE_KV": str(scratch_dir / "discovery"),
         "TMPDIR": str(scratch_dir / "tmp"),
         "VLLM_RPC_BASE_PATH": str(scratch_dir / "rpc"),
+        STOPPING_ENV: str(scratch_dir / STOPPING_FILE),
     }
 
 

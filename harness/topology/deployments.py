@@ -20,6 +20,7 @@ from harness.core.paths import (
     TOPOLOGY_ID_ENV,
     topology_marker,
 )
+from harness.core.role_contract import STOPPING_FILE
 from harness.core.verdict import Cause, Evidence, TopologyFailure
 from harness.launch.plan import (
     SCRATCH_SUBDIRS,
@@ -134,6 +135,8 @@ class Launched:
             return None
         if self.stop_report is not None:
             return self.stop_report
+        with contextlib.suppress(OSError):  # the role site's quick exit (launch/role_site/)
+            (self.plan.scratch_dir / STOPPING_FILE).touch()
         self.stop_report = self.reaper.stop(self.roles.launcher, self.marker, grace_s=grace_s)
         open_ports = listening_ports(self.plan.ports.values())
         holders = {port: self.roles.owner_of(pid) for port, pid in listeners(open_ports).items()}

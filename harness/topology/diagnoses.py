@@ -271,6 +271,40 @@ class FrontendCannotServe(LogDiagnosis):
         )
 
 
+# Python's own line when a sitecustomize raises: it goes on without it, so the taps and the
+# teardown's quick exit would be silently missing.
+ROLE_SITE_FAILED = "Error in sitecustomize"
+
+
+class RoleSiteFailed(LogDiagnosis):
+    """The harness's role site (launch/role_site/sitecustomize.py) failed in a role: Python says
+    so and goes on without it. Named at once, in Python's words, as the harness's own fault:
+    every oracle that reads its taps would otherwise report a missing row, not its cause. Read
+    after ready too: an engine's spawned process imports the site when it starts."""
+
+    name = "role site failed"
+    order = 45
+
+    def check(self, topo: RunningTopology, roles: RoleTable) -> TopologyFailure | None:
+        if not topo.due("role-site-scan", LOG_SCAN_S):
+            return None
+        for role in sorted(roles.known):
+            text = tail(roles.log_path(role), 400)
+            if ROLE_SITE_FAILED not in text:
+                continue
+            lines = text.splitlines()
+            at = next(i for i, ln in enumerate(lines) if ROLE_SITE_FAILED in ln)
+            error = next((ln.strip() for ln in lines[at + 1 : at + 4] if ln.strip()), "")
+            return topo.failure(
+                Cause.HARNESS_FAULT,
+                f"the harness's role site failed in role '{role}' (it ran on without it): "
+                f"{lines[at].strip()[:200]} {error[:300]}".rstrip(),
+                role=role,
+                log_tail=text,
+            )
+        return None
+
+
 class LauncherExited(LogDiagnosis):
     """The launcher script itself exited (before or after ready)."""
 

@@ -46,6 +46,7 @@ class Measured:
     # of the rows' files that crossed after it was sent, those written before its answer came
     crossed_own: frozenset[str] | None = None
     logged: dict[str, str] = field(default_factory=dict)
+    answered_s: float = 0.0  # from sending it to its whole answer: the system's serving time
 
     @property
     def ran(self) -> dict[str, int]:
@@ -60,43 +61,45 @@ def measure(topo: RunningTopology, body: dict[str, object], watch: Watch) -> Mea
     frontend_before = topo.frontend_tally() if watch.image_tokens or watch.router else None
     tap = tap_dir(topo.plan)
     crossed_before = crossed_names(tap) if tap else None
+    sent = time.monotonic()
     resp = topo.post_chat(body)
+    answered_s = time.monotonic() - sent
     # of what crossed since, what was written before its answer came: its twins come after it
     crossed_own = crossed_names(tap) - crossed_before if crossed_before is not None else None
-    after = settled(topo, before, watch.settled)
-    frontend = settled_frontend(topo, frontend_before, watch) if frontend_before else None
+    after, frontend = settled(topo, before, frontend_before, watch)
     logged = logged_since(topo, sizes)
-    return Measured(resp, before, after, frontend, tap, crossed_before, crossed_own, logged)
+    return Measured(
+        resp, before, after, frontend, tap, crossed_before, crossed_own, logged, answered_s
+    )
 
 
 def settled(
-    topo: RunningTopology, before: Counters, done: Callable[[Counters, Counters], bool]
-) -> Counters:
-    """The workers' counters once `done` says they settled, or SETTLE_S after they were asked."""
+    topo: RunningTopology, before: Counters, frontend_before: FrontendTally | None, watch: Watch
+) -> tuple[Counters, FrontendTally | None]:
+    """The workers' counters once `watch.settled` says they settled, and how the frontend's
+    histograms moved once those watched moved (None: not watched, or no /metrics): both waited
+    for together, each read until it settles or SETTLE_S has passed since the answer."""
     deadline = time.monotonic() + SETTLE_S
+    after, moved = topo.role_counters(), None
+    workers = watch.settled(before, after)
+    frontend = frontend_before is None
     while True:
-        after = topo.role_counters()
-        if done(before, after) or time.monotonic() > deadline:
-            return after
+        if not frontend and frontend_before is not None:
+            tally = topo.frontend_tally()
+            moved = tally.since(frontend_before) if tally is not None else None
+            frontend = moved is None or frontend_moved(moved, watch)
+        if (workers and frontend) or time.monotonic() > deadline:
+            return after, moved
         time.sleep(SETTLE_POLL_S)
+        if not workers:
+            after = topo.role_counters()
+            workers = watch.settled(before, after)
 
 
-def settled_frontend(
-    topo: RunningTopology, before: FrontendTally, watch: Watch
-) -> FrontendTally | None:
-    """How the frontend's histograms moved, once those watched moved (or SETTLE_S passed)."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        after = topo.frontend_tally()
-        if after is None:
-            return None
-        moved = after.since(before)
-        images = moved.image.requests or not watch.image_tokens
-        if (images and (moved.router.decisions or not watch.router)) or (
-            time.monotonic() > deadline
-        ):
-            return moved
-        time.sleep(SETTLE_POLL_S)
+def frontend_moved(moved: FrontendTally, watch: Watch) -> bool:
+    """Every histogram the watch waits for has moved."""
+    images = bool(moved.image.requests) or not watch.image_tokens
+    return images and (bool(moved.router.decisions) or not watch.router)
 
 
 def log_sizes(topo: RunningTopology) -> dict[str, int]:

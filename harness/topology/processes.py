@@ -5,6 +5,8 @@
   env markers from docs/reference/contracts.md, so a stop can catch processes that left the process
   group (double forks, `setsid`) and a later session can sweep what a `kill -9`'d pytest left
   behind. Nothing here kills by name: only by PID, group or marker.
+- `shm_files_of`: the /dev/shm files a tree maps, so that what its engines leave there (SGLang's
+  named semaphores and `sglang_loads_*.shm`, left whatever the grace) goes with it.
 - `listeners`, `foreign_listeners`, `exposed_listeners`: who listens on a set of ports: for the
   pre-launch squat check and the teardown check.
 - `handling`: Ctrl-C and SIGTERM handled temporarily: handlers installed for a block, restored
@@ -137,6 +139,8 @@ class StopReport:
     signalled_pids: list[int]
     survivors: list[Survivor]
     escalated_to_kill: bool
+    # /dev/shm files the tree mapped, made while it ran, still there once it was gone: removed
+    removed_shm: list[str] = field(default_factory=list)
 
 
 def spawn_in_session(
@@ -283,6 +287,8 @@ class ProcessReaper:
         started = time.monotonic()
         self._remember_groups_of(find())
         targets = self._with_group_members(find())
+        shm = shm_files_of(targets)
+        born = min((t for p in targets if (t := _created(p)) is not None), default=time.time())
         signalled = {p.pid for p in targets}
         self._signal(targets, signal.SIGTERM)
         pending = _wait_gone(targets, time.monotonic() + grace_s)
@@ -307,6 +313,7 @@ class ProcessReaper:
             signalled_pids=sorted(signalled),
             survivors=[Survivor(p.pid, _cmdline(p)) for p in survivors],
             escalated_to_kill=killed,
+            removed_shm=[] if survivors else remove_left(shm, born),
         )
 
     def _remember_groups_of(self, procs: Iterable[psutil.Process]) -> None:
@@ -347,6 +354,47 @@ def _started_or_none(pid: int) -> float | None:
         return process_started(pid)
     except psutil.NoSuchProcess:
         return None
+
+
+SHM_DIR = "/dev/shm/"
+# a process's start is read in clock ticks (process_start.py: 1/SC_CLK_TCK, 10 ms on Linux)
+START_RESOLUTION_S = 0.1
+
+
+def _created(proc: psutil.Process) -> float | None:
+    """When `proc` started, on the wall clock that file times use: its start since boot (the
+    tick, not psutil's whole-second boot time) placed by the uptime now."""
+    try:
+        since_boot = process_started(proc.pid)
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (psutil.Error, OSError, ValueError):
+        return None
+    return time.time() - (uptime - since_boot)
+
+
+def shm_files_of(procs: Iterable[psutil.Process]) -> set[Path]:
+    """The /dev/shm files these processes map now (POSIX shared memory, named semaphores), as
+    /proc/<pid>/maps lists them; those already unlinked are left out."""
+    found: set[Path] = set()
+    for proc in procs:
+        with contextlib.suppress(OSError), open(f"/proc/{proc.pid}/maps") as maps:
+            for line in maps:
+                at = line.find(SHM_DIR)
+                if at >= 0 and not line.rstrip().endswith("(deleted)"):
+                    found.add(Path(line[at:].rstrip("\n")))
+    return found
+
+
+def remove_left(files: Iterable[Path], born: float) -> list[str]:
+    """Remove those of `files` still there that were made after `born` (the tree's first
+    process started): what the stopped tree made and left, never an older file it only used."""
+    removed = []
+    for path in sorted(files):
+        with contextlib.suppress(OSError):
+            if path.stat().st_ctime >= born - START_RESOLUTION_S:
+                path.unlink()
+                removed.append(path.name)
+    return removed
 
 
 def _tree_and_marked(root: psutil.Popen | None, marker: EnvMarker) -> list[psutil.Process]:

@@ -4,13 +4,16 @@ that raised it, the engine core's own line behind a wrapper, a launcher's own er
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.core.verdict import Cause
+from harness.topology.deployments import Launched
 from harness.topology.own_words import own_words, own_words_in
-from tests.harness.faults import fault_profile, run_fault
+from harness.topology.topology import POLL_S, Topology
+from tests.harness.faults import Clock, fault_profile, run_fault
 
 LOGS = Path(__file__).with_name("logs")
 
@@ -109,4 +112,26 @@ def test_a_real_failure_is_named_in_the_failing_processs_words(
     print(f"\n{message}")
     assert run.failure.evidence.role == role, message
     assert message.endswith(words), message
+    assert not run.leftovers and not run.listening
+
+
+def test_a_failed_role_site_is_the_harnesss_fault_in_pythons_words(tmp_path: Path) -> None:
+    """A tap directory that is a file: the real role site raises on import, Python says 'Error
+    in sitecustomize' and runs the worker on without it. Named at once as the harness's fault."""
+    taken = tmp_path / "tap"
+    taken.write_text("a file where the tap's directory should be\n")
+
+    def serving(topo: Topology[Launched], clock: Clock) -> None:  # as a case's requests do
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            topo.watch()
+            time.sleep(POLL_S)
+
+    flags = ["--worker-env", f"HARNESS_ENCODER_TAP={taken}"]
+    run = run_fault(fault_profile("mocker", flags), serving)
+    assert run.failure is not None and run.cause == Cause.HARNESS_FAULT, run.failure
+    message = run.failure.message
+    print(f"\n{message}")
+    assert run.failure.evidence.role == "worker"
+    assert "Error in sitecustomize" in message and "FileExistsError" in message, message
     assert not run.leftovers and not run.listening

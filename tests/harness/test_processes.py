@@ -18,6 +18,7 @@ import pytest
 from harness.topology.processes import (
     CHECKOUT_ENV,
     SESSION_PID_ENV,
+    START_RESOLUTION_S,
     TOPOLOGY_ID_ENV,
     EnvMarker,
     ProcessReaper,
@@ -243,3 +244,46 @@ def test_sweep_stale_removes_orphans_of_dead_sessions_only(
             if session is not None:
                 session.kill()
                 session.wait()
+
+
+MAPS_AND_WAITS = """
+import mmap, os, sys, time
+maps = []
+for path in sys.argv[2:]:
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(bytes(32))
+    with open(path, "r+b") as f:
+        maps.append(mmap.mmap(f.fileno(), 32))
+open(sys.argv[1], "w").close()
+time.sleep(300)
+"""
+
+
+def test_a_stop_removes_the_shm_files_its_tree_made_and_left(
+    marker: EnvMarker, tmp_path: Path
+) -> None:
+    """As SGLang's roles leave their named semaphores and `sglang_loads_*.shm` whatever the
+    grace: what the tree made and still mapped goes with it; a file it only used stays."""
+    tag = uuid.uuid4().hex[:12]
+    older = Path(f"/dev/shm/harness-test-older-{tag}")
+    older.write_bytes(bytes(32))
+    os.utime(older, (time.time() - 60, time.time() - 60))  # mtime only; ctime is now...
+    made = Path(f"/dev/shm/harness-test-made-{tag}")
+    ready = tmp_path / "mapped"
+    try:
+        time.sleep(START_RESOLUTION_S * 3)  # ...so the tree starts clearly after it
+        root = spawn_in_session(
+            [sys.executable, "-c", MAPS_AND_WAITS, str(ready), str(older), str(made)],
+            marked_env(marker),
+            tmp_path / "root.log",
+            tmp_path,
+        )
+        wait_until(ready.exists)
+        report = ProcessReaper().stop(root, marker, grace_s=2.0)
+        assert report.survivors == []
+        assert report.removed_shm == [made.name]
+        assert not made.exists() and older.exists()
+    finally:
+        made.unlink(missing_ok=True)
+        older.unlink(missing_ok=True)

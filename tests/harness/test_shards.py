@@ -156,22 +156,24 @@ def test_harness_list_prints_a_shard(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "--shard '3/2'" in bad.stderr
 
 
+SERVE = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "tests/serve",
+    "-m",
+    "post_merge",
+    "-p",
+    "no:cacheprovider",
+]
+
+
 @pytest.mark.parametrize(("ids", "code"), [("mm_xpu_epd_qwen3-vl-2b", 0), ("no_such_id", None)])
 def test_a_shard_the_plan_left_empty_passes(ids: str, code: int | None) -> None:
     """One case over two shards (a CI matrix of N shards, one stack's few ids): the empty shard
     exits 0, not pytest's 'no tests collected' (5); a selection of nothing is still refused."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/serve",
-            "-m",
-            "post_merge",
-            "-p",
-            "no:cacheprovider",
-        ]
-        + ["--tier", "cpu", "--ids", ids, "--shard", "2/2", "-q"],
+        [*SERVE, "--tier", "cpu", "--ids", ids, "--shard", "2/2", "-q"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@
 #                             where FILE does not exist: create it, and the worker raises
 #                             RuntimeError(MESSAGE); where it does, start as usual (a start-up
 #                             failure that passes on a second try)
+#   --worker-env NAME=VALUE   set in the mocker worker's environment
 #   anything else             passed to the mocker worker (e.g. --startup-time 5, a bad flag)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../../launchers/lib/common.sh"
@@ -33,6 +34,7 @@ while (($#)); do
     --refuse) REFUSE=$2; shift ;;
     --worker-raises) RAISES=$2; shift ;;
     --worker-crash-handler) CRASH_HANDLER=$2; shift ;;
+    --worker-env) HEALTH_ENV+=("$2"); shift ;;
     --fail-first-start)
       if [[ ! -e $2 ]]; then : >"$2"; RAISES=$3; fi
       shift 2 ;;
