@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -235,7 +234,6 @@ def pull_in(selected: Sequence[ServeCase], deselected: Sequence[ServeCase]) -> l
     return pulled
 
 
-SHARD_ENV = "HARNESS_SHARD"
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 # A case no results file has seen: a quarter of its tier's start budget for the launch (budgets
 # are set at about 4x a measured start), and each request at a quarter of its request budget.
@@ -254,11 +252,6 @@ class Shard:
         if not match or not 1 <= int(match[1]) <= int(match[2]):
             raise ValueError(f"{where} {spec!r}: expected K/N with 1 <= K <= N, e.g. 2/4")
         return cls(int(match[1]), int(match[2]))
-
-    @classmethod
-    def from_env(cls) -> Shard | None:
-        spec = os.environ.get(SHARD_ENV)
-        return cls.parse(spec, SHARD_ENV) if spec else None
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

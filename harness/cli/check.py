@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from harness.cli.main import add_profiles_option, add_tier_option, profiles_in
 from harness.core.paths import REPO_ROOT, SGLANG_VENV, sglang_venv_left_out
 from harness.core.secrets import scrub_text
+from harness.core.settings import EdgeSettings
 from harness.core.verdict import TopologyFailure
 from harness.machine.engines import STACK_ENGINE, engine_pins, lock_mismatches, lock_versions
 from harness.machine.gpus import GIB, GpuDevice, GpuInventory
@@ -361,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.machine.tier import detect_tier
 
     inventory, source = GpuInventory.detect_with_source()
-    tier = detect_tier(args.tier, len(inventory.devices))
+    tier = detect_tier(EdgeSettings.of(os.environ).tier_asked(args.tier), len(inventory.devices))
     findings = check_machine(profiles_in(args.profiles), tier, inventory, source)
     for finding in findings:
         print(scrub_text(finding.line(), os.environ), flush=True)  # e.g. a token in a URL

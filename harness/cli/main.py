@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.core.paths import REPO_ROOT
+from harness.core.settings import EdgeSettings
 from harness.profiles import CaseSpec, Profile, ProfileError, Tier, load_profiles
 
 DEFAULT_PROFILES = REPO_ROOT / "profiles"
@@ -49,7 +50,7 @@ def tier_chosen(value: str | None) -> Tier | None:
     """The tier a --tier value names (auto: this machine's); None stays None (both tiers)."""
     from harness.machine.tier import detect_tier
 
-    return None if value is None else detect_tier(value)
+    return None if value is None else detect_tier(EdgeSettings.of(os.environ).tier_asked(value))
 
 
 def add_profiles_option(parser: argparse.ArgumentParser) -> None:

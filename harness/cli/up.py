@@ -4,6 +4,7 @@ Ctrl-C or SIGTERM, then tear it down and verify nothing is left (no process, no 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from harness.cli.main import (
     case_named,
     profile_named,
 )
+from harness.core.settings import EdgeSettings
 from harness.core.verdict import TopologyFailure
 from harness.launch.launch_spec import LaunchSpec
 from harness.machine.tier import detect_tier
@@ -103,7 +105,7 @@ def serve_until_interrupted(topo: Topology[Launched]) -> None:
 def run(args: argparse.Namespace) -> int:
     profile = profile_named(args.profiles, args.profile)
     case = case_named(profile, args.case)
-    tier = detect_tier(args.tier)
+    tier = detect_tier(EdgeSettings.of(os.environ).tier_asked(args.tier))
     if profile.tier(tier) is None:
         raise CliError(f"{profile.source}: no {tier} tier: {profile.cpu_skip}")
     # a text warm-up only where the profile's cases send text alone: Dynamo's SGLang E/PD encode

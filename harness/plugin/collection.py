@@ -3,6 +3,7 @@ selection: `--ids`, baselines pulled back in, `--shard`, the run order."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from harness.cases.selection import (
     write_manifest,
 )
 from harness.core.paths import REPO_ROOT
+from harness.core.settings import EdgeSettings
 from harness.launch.launch_spec import layout_args
 from harness.launch.target import TargetSpec
 from harness.machine.gpu_leases import ADMISSION_TIMEOUT_S
@@ -159,9 +161,9 @@ def keep_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def selected_shard(config: pytest.Config) -> Shard | None:
-    spec = config.getoption("--shard")
+    asked = EdgeSettings.of(os.environ).shard_asked(config.getoption("--shard"))
     try:
-        return Shard.parse(spec) if spec else Shard.from_env()
+        return Shard.parse(*asked) if asked else None
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 

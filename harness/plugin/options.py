@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.core.settings import EdgeSettings
 from harness.launch.dynamo_src import (
     DYNAMO_PYTHON_ENV,
     DYNAMO_SRC_ENV,
@@ -141,7 +142,12 @@ def pytest_configure(config: pytest.Config) -> None:
     inventory = GpuInventory.detect()
     target = load_target_option(config)
     tier = (
-        target.tier if target else detect_tier(config.getoption("--tier"), len(inventory.devices))
+        target.tier
+        if target
+        else detect_tier(
+            EdgeSettings.of(os.environ).tier_asked(config.getoption("--tier")),
+            len(inventory.devices),
+        )
     )
     source = dynamo_src_option(
         config.getoption("--dynamo-src"), config.getoption("--dynamo-python")

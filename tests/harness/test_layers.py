@@ -99,3 +99,58 @@ def test_an_upward_import_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert upward_imports(fake) == [
         "harness.topology.bad:2 (topology) imports harness.cases.case (cases)"
     ]
+
+
+# Below the edges (the CLI, the plugin) a module reads the process environment only for what is
+# not a setting of the harness, each named with why (core/settings.py reads the settings once,
+# at the edges). The list may shrink; a new entry is a setting read below the edges.
+READS_ENVIRONMENT = {
+    # where files live, read by every process of the harness (the role adapter, the engine-alone
+    # worker, xdist workers), not only those behind an edge
+    "harness.core.paths": "HARNESS_CACHE, HARNESS_RUNS, HARNESS_SGLANG_CPU: where files live",
+    "harness.machine.lease_file": "where the port and GPU lease registries live",
+    "harness.machine.model_files": "Hugging Face's own HF_HOME and its download permission",
+    "harness.machine.gpus": "the devices this process may see (CUDA_VISIBLE_DEVICES, ...)",
+    "harness.topology.topology": "the session id the controller hands its xdist workers; the "
+    "environment a launch's processes inherit",
+    # what a role's process is given: this process's environment, passed on
+    "harness.launch.plan": "the environment a launch's processes inherit",
+    "harness.launch.target": "the environment a deployed target's probes inherit",
+    "harness.launch.dynamo_src": "the virtualenv this process runs in",
+    "harness.audit.capture": "the environment a captured launch's processes inherit",
+    "harness.audit.memory_checks": "a role's environment, simulated while its engine's parser runs",
+    "harness.audit.engine_flags": "a role's environment, simulated while its engine's parser runs",
+    "harness.cases.result_record": "the secrets' values to scrub from a results line",
+    # runs in the engine's own process, not the harness's
+    "harness.oracles.engine_alone_worker": "sets the engine's environment in its own process",
+}
+EDGES = ("plugin", "cli")
+OUTSIDE = ("harness.launch.role_adapter", "harness.launch.role_site")  # a role's process
+
+
+def environment_readers(root: Path) -> dict[str, list[int]]:
+    """module -> the lines where it reads os.environ or os.getenv."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path)
+        if layer_of(module) in EDGES or module.startswith(OUTSIDE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("environ", "getenv")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "os"
+            ):
+                found.setdefault(module, []).append(node.lineno)
+    return found
+
+
+def test_below_the_edges_nothing_reads_the_environment_for_a_setting() -> None:
+    readers = environment_readers(HARNESS)
+    unlisted = {m: lines for m, lines in readers.items() if m not in READS_ENVIRONMENT}
+    assert not unlisted, (
+        f"read the environment below the edges: {unlisted}; read the setting at the edge "
+        "(harness/core/settings.py) and hand it down"
+    )
+    assert not set(READS_ENVIRONMENT) - set(readers), "listed but no longer reading: unlist"
