@@ -5,6 +5,7 @@ case's answers together (`run_case`)."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,7 +48,32 @@ def run_case(
         return record
     except TopologyFailure as failure:
         judging.failed(sc.requests, sc.tier, sc.profile, sc.test_id, failure.cause.value)
+        declared = declared_on_checkout(sc, failure)
+        if declared is not None:
+            raise declared from None
         raise
+
+
+PATCH_ON_A_COPY = "docs/how-to/test-your-dynamo-branch.md#a-declared-defect-your-checkout-still-has"
+
+
+def declared_on_checkout(sc: ServeCase, failure: TopologyFailure) -> TopologyFailure | None:
+    """Under --dynamo-src, a failure in the words of a defect the case declares a CPU patch for
+    (`cpu_dynamo_patch.shows`): the same failure, named as that defect with its patch and how to
+    run the case with it on a copy of the checkout. The installed Dynamo runs patched; a
+    checkout runs as it is, so a checkout that still has the defect shows it."""
+    patch = sc.case.cpu_dynamo_patch
+    if sc.source is None or patch is None or patch.shows is None:
+        return None
+    if not re.search(patch.shows, failure.message):
+        return None
+    return TopologyFailure(
+        failure.cause,
+        f"declared upstream defect holds on the checkout ({patch.why}; the harness's patch: "
+        f"{patch.file}; to run the case with it on a copy of the checkout: {PATCH_ON_A_COPY}): "
+        f"{failure.message}",
+        failure.evidence,
+    )
 
 
 def judged_case(

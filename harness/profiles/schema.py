@@ -299,6 +299,16 @@ class CacheHit(Strict):
 class DynamoPatch(Strict):
     file: str  # relative to the repository, e.g. docs/patches/dynamo-1.6.1-….patch
     why: str  # the defect it fixes (docs/explanation/upstream-defects.md)
+    # the failing process's own words when the defect holds (a regex): under --dynamo-src a
+    # checkout that still has it fails the case naming the defect and its patch
+    shows: str | None = None
+
+    @field_validator("shows")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)  # re.error: the reader names the field
+        return value
 
     @field_validator("file")
     @classmethod
