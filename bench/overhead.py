@@ -3,7 +3,8 @@ own start-up, the harness's own time, teardown; each as a ratio against the same
 
 Per launch (the first case of each launch carries its start-up; later cases reuse it):
 - start-up: its workers healthy (`phases.workers_healthy`): the system's own start, as polled;
-- served: its requests answered, each from sent to its whole answer (`served_s`): the system's;
+- served: its chat requests answered (`served_s`: its own, its oracles', its cache fills; each
+  from sent to its whole answer, a held one from open to close): the system's;
 - teardown: its verified stop (`teardown_s`);
 - harness: the rest of the suite's wall time (the results' own clock: the first case's start to
   the last line written, plus that case's teardown), spread over the launches: readiness beyond

@@ -88,6 +88,7 @@ def judged_case(
     record.topology, record.reused = topo, not pool.launched_here
     if pool.launched_here:
         record.retries = pool.retries.get(sc.launch_spec.signature, [])
+    answering_before = topo.answering_s
     try:
         judge_requests(sc, topo, pool, urls, judging, record)
     except TopologyFailure as failure:
@@ -95,6 +96,8 @@ def judged_case(
         if fault is not None:
             raise fault from None
         raise
+    finally:
+        record.served_s = topo.answering_s - answering_before
     fault = launcher_fault(topo, "passed: " + "; ".join(record.checks))
     if fault is not None:
         raise fault
@@ -163,7 +166,6 @@ def judge_requests(
             pool.discard(failure)
             raise
         resp, frontend = seen.resp, seen.frontend
-        record.served_s += seen.answered_s
         record.answers.append({"status": resp.status_code, "text": resp.text[:2000]})
         if sc.case.cache_hit and repeat_of_case and resp.status_code == 200:
             usage = resp.json().get("usage")

@@ -70,8 +70,9 @@ class ResultLine(BaseModel):
     duration_s: Seconds = Field(description="seconds the case took")
     served_s: Seconds | None = Field(
         default=None,
-        description="seconds its requests took to be answered, each from sent to its whole "
-        "answer: the system's serving time within duration_s",
+        description="seconds its chat requests took to be answered (its own, its oracles', its "
+        "cache fills; each from sent to its whole answer, a held one from open to close): the "
+        "system's serving time within duration_s",
     )
     teardown_s: Seconds | None = Field(
         default=None, description="seconds its teardown took (on the last case of a launch)"

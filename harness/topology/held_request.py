@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -19,8 +21,15 @@ class HeldRequest:
     A thread drains the stream; `finished` says it ended by itself before `close`."""
 
     def __init__(
-        self, http: requests.Session, url: str, body: dict[str, Any], timeout_s: float
+        self,
+        http: requests.Session,
+        url: str,
+        body: dict[str, Any],
+        timeout_s: float,
+        held_for: Callable[[float], None] = lambda seconds: None,
     ) -> None:
+        self._opened = time.monotonic()
+        self._held_for = held_for  # told how long it was open, once closed
         self._closing = threading.Event()
         self._ended = threading.Event()
         self._first = threading.Event()
@@ -62,6 +71,7 @@ class HeldRequest:
                 self.response.raw.shutdown()
             self._drain.join()
         self.response.close()
+        self._held_for(time.monotonic() - self._opened)
 
     def __enter__(self) -> HeldRequest:
         return self

@@ -46,7 +46,6 @@ class Measured:
     # of the rows' files that crossed after it was sent, those written before its answer came
     crossed_own: frozenset[str] | None = None
     logged: dict[str, str] = field(default_factory=dict)
-    answered_s: float = 0.0  # from sending it to its whole answer: the system's serving time
 
     @property
     def ran(self) -> dict[str, int]:
@@ -61,16 +60,12 @@ def measure(topo: RunningTopology, body: dict[str, object], watch: Watch) -> Mea
     frontend_before = topo.frontend_tally() if watch.image_tokens or watch.router else None
     tap = tap_dir(topo.plan)
     crossed_before = crossed_names(tap) if tap else None
-    sent = time.monotonic()
     resp = topo.post_chat(body)
-    answered_s = time.monotonic() - sent
     # of what crossed since, what was written before its answer came: its twins come after it
     crossed_own = crossed_names(tap) - crossed_before if crossed_before is not None else None
     after, frontend = settled(topo, before, frontend_before, watch)
     logged = logged_since(topo, sizes)
-    return Measured(
-        resp, before, after, frontend, tap, crossed_before, crossed_own, logged, answered_s
-    )
+    return Measured(resp, before, after, frontend, tap, crossed_before, crossed_own, logged)
 
 
 def settled(

@@ -93,6 +93,9 @@ class Topology(Generic[D]):
         self.phase = "spawn"
         self.healthy_once: set[str] = set()
         self._next_at: dict[str, float] = {}
+        # seconds its chat requests took to be answered, sent to answer (a held one: open to
+        # close): the system's serving time, told apart from the harness's own
+        self.answering_s = 0.0
         self._http = requests.Session()
         if api_key:
             self._http.headers["Authorization"] = f"Bearer {api_key}"
@@ -255,6 +258,7 @@ class Topology(Generic[D]):
         body = {"model": self.plan.served_model_name, **body}
         timeout = self.plan.budget.request_s if timeout_s is None else max(timeout_s, POLL_S)
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        sent = time.monotonic()
         try:
             future = pool.submit(
                 self._http.post, self.url_for("/v1/chat/completions"), json=body, timeout=timeout
@@ -271,6 +275,7 @@ class Topology(Generic[D]):
                 except requests.Timeout:
                     break
         finally:
+            self.answering_s += time.monotonic() - sent
             pool.shutdown(wait=False, cancel_futures=True)
         raise self.failure(
             Cause.REQUEST_TIMEOUT,
@@ -282,7 +287,10 @@ class Topology(Generic[D]):
         that took it stays busy meanwhile."""
         body = {"model": self.plan.served_model_name, **body}
         url = self.url_for("/v1/chat/completions")
-        return HeldRequest(self._http, url, body, self.plan.budget.request_s)
+        return HeldRequest(self._http, url, body, self.plan.budget.request_s, self._held_for)
+
+    def _held_for(self, seconds: float) -> None:
+        self.answering_s += seconds
 
     # -- failures --------------------------------------------------------------------------
     def failure(self, cause: Cause, message: str, **ev: Any) -> TopologyFailure:
