@@ -31,6 +31,23 @@ SERVING_ENDPOINT = "generate"
 SCRAPE_TIMEOUT_S = 2.0
 
 
+def about(text: str, names: tuple[str, ...]) -> str:
+    r"""The lines of a /metrics text about these metrics (their samples, their # HELP and # TYPE),
+    so that only those are parsed: a vLLM worker's page holds some 1,500 lines, 20 ms a parse on
+    the 2-core box against 0.9 ms for these lines (a real router case's pages, 2026-12-06).
+
+    >>> about('# TYPE a counter\na_total 1\n# TYPE b gauge\nb 2\n# EOF', ("a",))
+    '# TYPE a counter\na_total 1\n'
+    """
+    kept = []
+    for line in text.splitlines():
+        parts = line.split(" ", 3) if line.startswith("#") else [line]
+        name = parts[2] if len(parts) > 2 else parts[0] if len(parts) == 1 else ""
+        if name.startswith(names):
+            kept.append(line)
+    return "".join(f"{line}\n" for line in kept)
+
+
 @dataclass(frozen=True)
 class WorkerCounters:
     requests: float  # `generate` requests taken
@@ -52,7 +69,14 @@ def parse_counters(text: str) -> WorkerCounters:
     from prometheus_client.parser import text_string_to_metric_families
 
     served, prompt, queries, hits, embedded = 0.0, None, 0.0, 0.0, 0.0
-    for family in text_string_to_metric_families(text):
+    names = (
+        REQUESTS_TOTAL,
+        PROMPT_TOKENS_TOTAL,
+        PREFIX_QUERIES_TOTAL,
+        PREFIX_HITS_TOTAL,
+        EMBEDDING_HITS_TOTAL,
+    )
+    for family in text_string_to_metric_families(about(text, names)):
         for sample in family.samples:
             if sample.labels.get("dynamo_endpoint", SERVING_ENDPOINT) != SERVING_ENDPOINT:
                 continue
@@ -98,7 +122,7 @@ def histogram_totals(text: str, name: str) -> tuple[float, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     count = total = 0.0
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(about(text, (name,))):
         for sample in family.samples:
             if sample.name == f"{name}_count":
                 count += sample.value

@@ -30,9 +30,13 @@ def checked(tree: Path) -> subprocess.CompletedProcess[str]:
 
 def copy_of_harness(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
-    shutil.copytree(
-        REPO_ROOT / "harness", tree / "harness", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    # pyproject.toml's [tool.mypy] files, and tests/, which some benchmarks import from
+    for checked_dir in ("harness", "bench", "tests"):
+        shutil.copytree(
+            REPO_ROOT / checked_dir,
+            tree / checked_dir,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     shutil.copy(REPO_ROOT / "pyproject.toml", tree / "pyproject.toml")
     return tree
 
