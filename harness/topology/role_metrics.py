@@ -93,14 +93,20 @@ def parse_counters(text: str) -> WorkerCounters:
     return WorkerCounters(served, prompt, queries, hits, embedded)
 
 
-def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters | None:
-    """`parse_counters` of one worker's /metrics URL, or None if it does not answer."""
+def metrics_page(url: str, session: requests.Session | None = None) -> str | None:
+    """The text of a /metrics URL, or None if it does not answer."""
     http = session or requests
     try:
         resp = http.get(url, timeout=SCRAPE_TIMEOUT_S)
     except requests.RequestException:
         return None
-    return parse_counters(resp.text) if resp.ok else None
+    return resp.text if resp.ok else None
+
+
+def scrape(url: str, session: requests.Session | None = None) -> WorkerCounters | None:
+    """`parse_counters` of one worker's /metrics URL, or None if it does not answer."""
+    page = metrics_page(url, session)
+    return None if page is None else parse_counters(page)
 
 
 # dynamo.frontend's own histogram of the image placeholder tokens it computed per image-bearing
@@ -178,12 +184,8 @@ def parse_frontend(text: str) -> FrontendTally:
 
 def scrape_frontend(url: str, session: requests.Session | None = None) -> FrontendTally | None:
     """`parse_frontend` of the frontend's /metrics, or None if it does not answer."""
-    http = session or requests
-    try:
-        resp = http.get(url, timeout=SCRAPE_TIMEOUT_S)
-    except requests.RequestException:
-        return None
-    return parse_frontend(resp.text) if resp.ok else None
+    page = metrics_page(url, session)
+    return None if page is None else parse_frontend(page)
 
 
 def requests_of(counters: dict[str, WorkerCounters | None]) -> dict[str, float | None]:
