@@ -9,8 +9,10 @@ tiny checkpoint and its precision, the CPU engine flags, the oracles and their r
   each by the request of its kind in the harness's vocabulary (`PAYLOAD_KINDS`): the first
   payload is the case's own request, every further one a follow-up on the same launch; a
   payload's `repeat_count` repeats it, `expected_log` is a line some role's log must gain,
-  `expected_response` the GPU tier's keywords, `min_avg_kv_hit_rate` the cache-hit threshold
-  (the stricter of the two), `eviction_fill_count` the uuid case's encoder-cache fills. A kind or
+  `expected_response` the GPU tier's keywords, a cached-tokens payload the repeats' cache-hit
+  check (sent three times unless it says otherwise, as upstream's factory does;
+  `min_avg_kv_hit_rate` the stricter of its threshold and ours; a case whose checkout sends no
+  such payload checks none), `eviction_fill_count` the uuid case's encoder-cache fills. A kind or
   an option the harness does not know comes back as `NotDefinable`, naming it and its line:
   the case then skips with that reason, never run as ours in silence.
 
@@ -21,6 +23,8 @@ whose frontend image-token metrics are checked."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pydantic import ValidationError
 
 from harness.profiles.checkout_matrix import MatrixEntry, Payload
 from harness.profiles.schema import CacheHit, CaseSpec, MediaKind, Profile, RequestSpec
@@ -42,6 +46,7 @@ class PayloadKind:
     # one payload that is a whole request sequence (upstream's harness sends several requests
     # for it): the case's own sequence, which models it
     sequence: bool = False
+    repeat: int = 1  # how often it is sent where the call gives no repeat_count
 
 
 # Upstream's payload factories (tests/utils/multimodal.py, tests/utils/payload_builder.py, as
@@ -54,6 +59,7 @@ PAYLOAD_KINDS: dict[str, PayloadKind] = {
         ("image_url",),
         frozenset({"min_avg_kv_hit_rate", "prompt_filler_repeats", "require_rust_processor_init"}),
         cached_tokens=True,
+        repeat=3,  # the factory's own default: make_image_payload_cached_tokens(repeat_count=3)
     ),
     "image_token_metrics_payload": PayloadKind(("image_url",), image_token_metrics=True),
     "make_image_token_metrics_payload": PayloadKind(("image_url",), image_token_metrics=True),
@@ -112,7 +118,7 @@ def as_the_checkout_defines(
     if not entry.payloads:
         return case
     requests: list[RequestSpec] = []
-    hit = case.cache_hit
+    hit = None  # the repeats' cache hits are judged where the checkout's payload asks for them
     for payload in entry.payloads:
         kind = PAYLOAD_KINDS.get(payload.kind)
         where = f"{entry.file}:{payload.line or entry.line}"
@@ -135,18 +141,30 @@ def as_the_checkout_defines(
                 )
             return as_sequence(case, payload)
         requests.append(request_of(case, payload, kind))
-        if kind.cached_tokens and payload.min_avg_kv_hit_rate is not None:
-            rate = max(payload.min_avg_kv_hit_rate, hit.min_avg_hit_rate if hit else 0.0)
-            hit = (hit or CacheHit()).model_copy(update={"min_avg_hit_rate": rate})
+        if kind.cached_tokens:  # ours on the tier (its filler), at the stricter threshold
+            hit = case.cache_hit or CacheHit()
+            if payload.min_avg_kv_hit_rate is not None:
+                rate = max(payload.min_avg_kv_hit_rate, hit.min_avg_hit_rate)
+                hit = hit.model_copy(update={"min_avg_hit_rate": rate})
     first, *follow_ups = requests
-    return case.model_copy(
+    built = case.model_copy(
         update={
             **{name: getattr(first, name) for name in RequestSpec.model_fields},
             "follow_ups": follow_ups,
             "cache_hit": hit,
+            # an embedding-cache hit is judged on a repeat the checkout's sequence sends
+            "embedding_cache_hit": case.embedding_cache_hit and first.repeat > 1,
             "env": {**case.env, **entry.env},
         }
     )
+    try:  # model_copy runs no validator: the case as the checkout defines it must hold the schema's
+        return CaseSpec.model_validate(built.model_dump())
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        return NotDefinable(
+            f"the checkout's {entry.id} ({entry.file}:{entry.line}) defines a case the harness "
+            f"cannot judge: {reason}"
+        )
 
 
 def as_sequence(case: CaseSpec, payload: Payload) -> CaseSpec:
@@ -170,7 +188,8 @@ def request_of(case: CaseSpec, payload: Payload, kind: PayloadKind) -> RequestSp
     own = RequestSpec.model_validate(
         {name: getattr(case, name) for name in RequestSpec.model_fields}
     )
-    update: dict[str, object] = {"repeat": payload.repeat}
+    repeat = kind.repeat if payload.repeat is None else payload.repeat
+    update: dict[str, object] = {"repeat": repeat}
     if kind.media is not None:
         update["media"] = list(kind.media)
     if kind.image_token_metrics:

@@ -151,7 +151,7 @@ class Payload:
     kind: str  # the factory: make_image_payload, chat_payload, ...
     expected: tuple[str, ...] = ()
     expected_log: tuple[str, ...] = ()
-    repeat: int = 1
+    repeat: int | None = None  # its repeat_count; None: the factory's own default
     min_avg_kv_hit_rate: float | None = None
     prompt_filler_repeats: int | None = None
     options: tuple[str, ...] = ()  # every keyword the call gives, known to this reader or not
@@ -257,7 +257,7 @@ def _payload(value: Any) -> Payload | None:
         kind=value.func.rsplit(".", 1)[-1],
         expected=_strings(expected),
         expected_log=_strings(kw.get("expected_log")),
-        repeat=repeat if isinstance(repeat, int) else 1,
+        repeat=repeat if isinstance(repeat, int) else None,
         min_avg_kv_hit_rate=float(rate) if isinstance(rate, int | float) and rate else None,
         prompt_filler_repeats=filler if isinstance(filler, int) else None,
         options=tuple(sorted(kw)),

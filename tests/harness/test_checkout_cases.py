@@ -141,6 +141,32 @@ def test_a_case_is_run_as_the_checkout_defines_it(tmp_path: Path) -> None:
     assert case("agg_qwen3-vl-2b", "", tmp_path).defined_by == "ours"  # no checkout matrix
 
 
+def test_a_cached_tokens_payload_repeats_as_upstreams_factory_does(tmp_path: Path) -> None:
+    """`make_image_payload_cached_tokens` sends its request three times unless the call says
+    otherwise (upstream's `repeat_count=3` default): the repeats the cache-hit check judges. A
+    router the checkout sends a plain image to checks no cache hit, and every case as the
+    checkout defines it holds the schema (a cache-hit check with no repeat is refused)."""
+    root = newest(tmp_path / "a")
+    router = case("agg_router_qwen3.5-0.8b", "", root)
+    assert router.case.repeat == 3 and len(router.requests) == 3
+    assert router.case.cache_hit is not None
+    assert router.checkout_skip is None
+    twice = NEWEST_VLLM.replace(
+        "min_avg_kv_hit_rate=0.75,", "min_avg_kv_hit_rate=0.75, repeat_count=2,"
+    )
+    assert case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "b", twice)).case.repeat == 2
+    plain = NEWEST_VLLM.replace(
+        """make_image_payload_cached_tokens(
+                            ["green"], min_avg_kv_hit_rate=0.75, prompt_filler_repeats=120
+                        )""",
+        'make_image_payload(["green"])',
+    )
+    assert plain != NEWEST_VLLM
+    sent_once = case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "c", plain))
+    assert sent_once.case.repeat == 1 and sent_once.case.cache_hit is None
+    assert sent_once.checkout_skip is None
+
+
 def test_a_kind_or_option_the_harness_does_not_know_is_named_never_replaced(
     tmp_path: Path,
 ) -> None:
