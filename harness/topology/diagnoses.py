@@ -85,8 +85,9 @@ class AdapterRefused(LogDiagnosis):
 
 
 class RoleExited(LogDiagnosis):
-    """A role exited: the first one the launcher saw (its NAME.exit file), with its code; a port
-    it needed being taken is named from its log."""
+    """A role exited: the first one the launcher saw (its NAME.exit file; without one, the first
+    gone whose log says why), with its code and its own words; a port it needed being taken is
+    named from its log."""
 
     name = "role exited"
     order = 20
@@ -96,7 +97,7 @@ class RoleExited(LogDiagnosis):
         if not exited:
             return None
         roles.recorded_exit_code(exited[0])  # the launcher's record: who exited first, and how
-        name = roles.exited()[0]
+        name = exited_first(roles)
         if launcher_gave_up(topo, roles, name):  # a helper of ours, stopped by its trap
             return LauncherExited().check(topo, roles)
         code = roles.exit_code(name)
@@ -114,6 +115,17 @@ class RoleExited(LogDiagnosis):
             exit_code=code,
             log_tail=log,
         )
+
+
+def exited_first(roles: RoleTable) -> str:
+    """The exited role to name: the one the launcher recorded exiting first (our launchers'
+    NAME.exit), else, of the roles gone, the first whose log says why in its own words. A
+    checkout's launcher records no exit order, and its exit trap stops the frontend with a worker
+    whose engine died: the frontend, gone too, says nothing of why."""
+    exited = roles.exited()
+    if roles.first_exit() is not None:
+        return exited[0]
+    return next((name for name in exited if own_words_in(roles.log_path(name))), exited[0])
 
 
 def launcher_gave_up(topo: RunningTopology, roles: RoleTable, first: str) -> bool:

@@ -100,8 +100,21 @@ RAISED_AT = 1 + DOUBLES.read_text().splitlines().index("    raise RuntimeError(m
             "worker",
             f"RuntimeError: {SHORT} (role_doubles.py:{RAISED_AT}, in prepare_for_extend)",
         ),
+        # a checkout's launcher: the worker raises, the exit trap stops the frontend, and no
+        # exit order is recorded: the worker, in its words, not the silent frontend
+        (
+            ["--as-a-checkout", "--worker-raises", SHORT],
+            Cause.ROLE_EXITED,
+            "worker",
+            f"RuntimeError: {SHORT} (role_doubles.py:{RAISED_AT}, in prepare_for_extend)",
+        ),
     ],
-    ids=["launcher_refuses", "role_raises", "crash_handler_kills_its_role"],
+    ids=[
+        "launcher_refuses",
+        "role_raises",
+        "crash_handler_kills_its_role",
+        "checkout_trap_stops_the_frontend",
+    ],
 )
 def test_a_real_failure_is_named_in_the_failing_processs_words(
     flags: list[str], cause: Cause, role: str, words: str

@@ -17,13 +17,15 @@
 #                             RuntimeError(MESSAGE); where it does, start as usual (a start-up
 #                             failure that passes on a second try)
 #   --worker-env NAME=VALUE   set in the mocker worker's environment
+#   --as-a-checkout           wait as a checkout's launcher does: the first role to exit ends it,
+#                             its exit trap stops the rest, and no exit order is recorded
 #   anything else             passed to the mocker worker (e.g. --startup-time 5, a bad flag)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../../launchers/lib/common.sh"
 
 HEALTH_ENV=(DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]')
 EXIT_LAUNCHER='' FRONTEND_NS=() FRONTEND_HOST=127.0.0.1 WORKER_FLAGS=() REFUSE='' RAISES=''
-CRASH_HANDLER=
+CRASH_HANDLER= AS_A_CHECKOUT=
 while (($#)); do
   case $1 in
     --model) shift ;;  # the launcher contract's --model ID; the mocker serves $MODEL's directory
@@ -35,6 +37,7 @@ while (($#)); do
     --worker-raises) RAISES=$2; shift ;;
     --worker-crash-handler) CRASH_HANDLER=$2; shift ;;
     --worker-env) HEALTH_ENV+=("$2"); shift ;;
+    --as-a-checkout) AS_A_CHECKOUT=1 ;;
     --fail-first-start)
       if [[ ! -e $2 ]]; then : >"$2"; RAISES=$3; fi
       shift 2 ;;
@@ -74,4 +77,9 @@ if [[ -n $EXIT_LAUNCHER ]]; then
   exit "$EXIT_LAUNCHER"
 fi
 
+if [[ -n $AS_A_CHECKOUT ]]; then
+  trap _stop_roles EXIT
+  wait -n
+  exit 1
+fi
 wait_any_exit
