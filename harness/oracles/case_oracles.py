@@ -36,8 +36,9 @@ class CacheHit(CaseOracle):
         return f"repeats hit the prefix cache (mean >= {scope.case.cache_hit.min_avg_hit_rate})"
 
     def check(self, run: CaseRun) -> OracleResult:
-        assert run.scope.case.cache_hit is not None
-        return check_cache_hits(run.hits, run.scope.case.cache_hit.min_avg_hit_rate)
+        hit = run.scope.case.cache_hit
+        assert hit is not None
+        return check_cache_hits(run.hits, hit.min_avg_hit_rate, hit.min_cached_tokens)
 
 
 class RouterHit(CaseOracle):

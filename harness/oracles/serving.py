@@ -146,8 +146,11 @@ def request_hit(
     return RequestHit(int(queries), int(hits), "worker counters", router_rate)
 
 
-def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> OracleResult:
-    """The repeats of a case's request (every hit but the first) reach `min_avg` on average."""
+def check_cache_hits(
+    hits: Sequence[RequestHit | None], min_avg: float, min_tokens: int = 0
+) -> OracleResult:
+    """The repeats of a case's request (every hit but the first) reach `min_avg` on average, and
+    each has at least `min_tokens` prompt tokens cached."""
     repeats = hits[1:]
     unknown = [n for n, hit in enumerate(repeats, start=2) if hit is None]
     if unknown:
@@ -168,6 +171,13 @@ def check_cache_hits(hits: Sequence[RequestHit | None], min_avg: float) -> Oracl
         + ")"
         for n, hit in enumerate(known, start=2)
     )
+    few = [n for n, hit in enumerate(known, start=2) if hit.cached_tokens < min_tokens]
+    if few:
+        return OracleResult(
+            False,
+            f"request {few[0]} (a repeat) had fewer than {min_tokens} prompt tokens cached "
+            f"({detail})",
+        )
     if avg < min_avg:
         worst = min(range(len(known)), key=lambda i: known[i].rate)
         return OracleResult(

@@ -57,7 +57,16 @@ PAYLOAD_KINDS: dict[str, PayloadKind] = {
     "make_video_payload": PayloadKind(("video_url",), frozenset({"frontend_decoding"})),
     "make_image_payload_cached_tokens": PayloadKind(
         ("image_url",),
-        frozenset({"min_avg_kv_hit_rate", "prompt_filler_repeats", "require_rust_processor_init"}),
+        frozenset(
+            {
+                "min_avg_kv_hit_rate",
+                "prompt_filler_repeats",
+                "min_cached_tokens",
+                "require_rust_processor_init",
+                "require_vllm_mm_processor_init",
+                "min_routing_total_blocks",
+            }
+        ),
         cached_tokens=True,
         repeat=3,  # the factory's own default: make_image_payload_cached_tokens(repeat_count=3)
     ),
@@ -68,6 +77,21 @@ PAYLOAD_KINDS: dict[str, PayloadKind] = {
     "UuidPassthroughChatPayload": PayloadKind(
         None, frozenset({"exercise_embedding_cache", "eviction_fill_count"}), sequence=True
     ),
+}
+
+
+# Options a checkout's payload may set that the harness runs but does not judge: each goes in the
+# request's `unjudged`, said in its result. Upstream's checks read log lines of its own GPU
+# images (tests/utils/payload_builder.py CachedTokensChatPayload) whose words the CPU tier's
+# Dynamo 1.6.1 wheel does not log as such; the router's own hit rate over the repeats (the
+# router-hit oracle) is what the harness judges of MM-aware routing instead.
+UNJUDGED_OPTIONS = {
+    "require_rust_processor_init": "upstream's check of the frontend's Rust MM-routing "
+    "processor init log line; the router's own hit rate on the repeats is judged instead",
+    "require_vllm_mm_processor_init": "upstream's check of vLLM's MM-routing processor init log "
+    "line; the router's own hit rate on the repeats is judged instead",
+    "min_routing_total_blocks": "upstream's check of the router's [ROUTING] log block count; "
+    "the router's own hit rate on the repeats is judged instead",
 }
 
 
@@ -146,6 +170,8 @@ def as_the_checkout_defines(
             if payload.min_avg_kv_hit_rate is not None:
                 rate = max(payload.min_avg_kv_hit_rate, hit.min_avg_hit_rate)
                 hit = hit.model_copy(update={"min_avg_hit_rate": rate})
+            if payload.min_cached_tokens:
+                hit = hit.model_copy(update={"min_cached_tokens": payload.min_cached_tokens})
     first, *follow_ups = requests
     built = case.model_copy(
         update={
@@ -200,6 +226,11 @@ def request_of(case: CaseSpec, payload: Payload, kind: PayloadKind) -> RequestSp
         update["gpu"] = own.gpu.model_copy(update={"any_of": list(payload.expected)})
     if payload.max_tokens is not None:
         update["max_tokens"] = payload.max_tokens
+    update["unjudged"] = [
+        f"the checkout's {option}: {why}"
+        for option, why in UNJUDGED_OPTIONS.items()
+        if option in payload.set_options
+    ]
     return own.model_copy(update=update)
 
 

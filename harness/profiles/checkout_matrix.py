@@ -158,6 +158,8 @@ class Payload:
     line: int = 0
     eviction_fill_count: int | None = None
     max_tokens: int | None = None
+    min_cached_tokens: int | None = None
+    set_options: tuple[str, ...] = ()  # the keywords given a true value (a flag set, a count > 0)
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,7 @@ def _payload(value: Any) -> Payload | None:
     repeat = kw.get("repeat_count")
     fills = kw.get("eviction_fill_count")
     max_tokens = kw.get("max_tokens")
+    cached = kw.get("min_cached_tokens")
     return Payload(
         kind=value.func.rsplit(".", 1)[-1],
         expected=_strings(expected),
@@ -263,6 +266,8 @@ def _payload(value: Any) -> Payload | None:
         options=tuple(sorted(kw)),
         line=value.line,
         eviction_fill_count=fills if isinstance(fills, int) else None,
+        min_cached_tokens=cached if isinstance(cached, int) else None,
+        set_options=tuple(sorted(k for k, v in kw.items() if v not in (None, False, 0, "", []))),
         max_tokens=max_tokens if isinstance(max_tokens, int) else None,
     )
 

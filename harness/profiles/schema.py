@@ -262,6 +262,9 @@ class RequestSpec(Strict):
     encoder_cache_fills: int = Field(default=0, ge=0)
     # A line some role's log gains while the request is served (upstream's `expected_log`).
     log_line: str | None = None
+    # What a Dynamo checkout's payload asks of this request that the harness does not judge, each
+    # with why (profiles/checkout_case.py sets it; said in the result, never passed in silence).
+    unjudged: list[str] = Field(default_factory=list)
 
     @property
     def fingerprint(self) -> str:
@@ -294,6 +297,9 @@ class CacheHit(Strict):
     # only whole blocks are cached, so on the CPU the prompt is lengthened by this many copies of
     # upstream's own filler sentence (its `prompt_filler_repeats`) to span whole blocks.
     cpu_prompt_filler_repeats: int = Field(default=0, ge=0)
+    # Each repeat has at least this many prompt tokens cached (upstream's `min_cached_tokens`,
+    # set from a checkout's payload); 0: the mean hit rate alone is judged.
+    min_cached_tokens: int = Field(default=0, ge=0)
 
 
 class DynamoPatch(Strict):

@@ -32,6 +32,10 @@ def test_the_mean_over_the_repeats_is_judged_not_the_first_request() -> None:
     assert not low.passed and re.search(r"request 3 hit rate 0.18", low.detail)
     unknown = check_cache_hits([cold, missed, warm], 0.9)
     assert not unknown.passed and re.search(r"request 2 .* no cached-token count", unknown.detail)
+    # a checkout's min_cached_tokens: each repeat, not the mean
+    assert check_cache_hits([cold, warm, warm], 0.9, min_tokens=1280).passed
+    few = check_cache_hits([cold, warm, warm], 0.9, min_tokens=1281)
+    assert not few.passed and "request 2 (a repeat) had fewer than 1281" in few.detail
 
 
 def test_the_routers_own_rate_is_judged_beside_the_engines() -> None:

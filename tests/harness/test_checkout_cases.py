@@ -167,6 +167,24 @@ def test_a_cached_tokens_payload_repeats_as_upstreams_factory_does(tmp_path: Pat
     assert sent_once.checkout_skip is None
 
 
+def test_a_checkouts_cache_options_are_judged_or_said_not_judged(tmp_path: Path) -> None:
+    """`min_cached_tokens` is judged (each repeat); upstream's log-line checks the harness cannot
+    judge (`require_rust_processor_init`, ...) are said in the result, never passed in silence."""
+    options = NEWEST_VLLM.replace(
+        "min_avg_kv_hit_rate=0.75,",
+        "min_avg_kv_hit_rate=0.75, min_cached_tokens=5, require_rust_processor_init=True,",
+    )
+    assert options != NEWEST_VLLM
+    router = case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "a", options))
+    assert router.checkout_skip is None
+    assert router.case.cache_hit is not None and router.case.cache_hit.min_cached_tokens == 5
+    assert len(router.case.unjudged) == 1
+    assert router.case.unjudged[0].startswith("the checkout's require_rust_processor_init: ")
+    plain = case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "b"))
+    assert plain.case.unjudged == [] and plain.case.cache_hit is not None
+    assert plain.case.cache_hit.min_cached_tokens == 0
+
+
 def test_a_kind_or_option_the_harness_does_not_know_is_named_never_replaced(
     tmp_path: Path,
 ) -> None:
