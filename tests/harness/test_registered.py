@@ -167,6 +167,7 @@ def test_every_shipped_strategy_is_registered_once() -> None:
         "cache hit",
         "embedding cache hit",
         "spread",
+        "the checkout's checks not judged here",
     ]
     router = load_profile(
         REPO_ROOT / "profiles" / "vllm" / "agg_router_qwen3-vl-2b.yaml", REPO_ROOT
