@@ -81,10 +81,10 @@ PAYLOAD_KINDS: dict[str, PayloadKind] = {
 
 
 # Options a checkout's payload may set that the harness runs but does not judge: each goes in the
-# request's `unjudged`, said in its result. Upstream's checks read log lines of its own GPU
-# images (tests/utils/payload_builder.py CachedTokensChatPayload) whose words the CPU tier's
-# Dynamo 1.6.1 wheel does not log as such; the router's own hit rate over the repeats (the
-# router-hit oracle) is what the harness judges of MM-aware routing instead.
+# request's `unjudged`, said in its result. Upstream's checks read log lines whose words the
+# upstream sources read here do not show (tests/utils/multimodal.py passes the flags on to
+# tests/utils/payload_builder.py CachedTokensChatPayload); rather than guess them, the harness
+# judges the router's own hit rate over the repeats (the router-hit oracle) instead.
 UNJUDGED_OPTIONS = {
     "require_rust_processor_init": "upstream's check of the frontend's Rust MM-routing "
     "processor init log line; the router's own hit rate on the repeats is judged instead",
@@ -173,18 +173,16 @@ def as_the_checkout_defines(
             if payload.min_cached_tokens:
                 hit = hit.model_copy(update={"min_cached_tokens": payload.min_cached_tokens})
     first, *follow_ups = requests
-    built = case.model_copy(
-        update={
-            **{name: getattr(first, name) for name in RequestSpec.model_fields},
-            "follow_ups": follow_ups,
-            "cache_hit": hit,
-            # an embedding-cache hit is judged on a repeat the checkout's sequence sends
-            "embedding_cache_hit": case.embedding_cache_hit and first.repeat > 1,
-            "env": {**case.env, **entry.env},
-        }
-    )
-    try:  # model_copy runs no validator: the case as the checkout defines it must hold the schema's
-        return CaseSpec.model_validate(built.model_dump())
+    update = {
+        **{name: getattr(first, name) for name in RequestSpec.model_fields},
+        "follow_ups": follow_ups,
+        "cache_hit": hit,
+        # an embedding-cache hit is judged on a repeat the checkout's sequence sends
+        "embedding_cache_hit": case.embedding_cache_hit and first.repeat > 1,
+        "env": {**case.env, **entry.env},
+    }
+    try:  # validated as a profile's case is (model_copy would run no validator)
+        return CaseSpec.model_validate({**dict(case), **update})
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"]
         return NotDefinable(

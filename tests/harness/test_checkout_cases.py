@@ -165,6 +165,11 @@ def test_a_cached_tokens_payload_repeats_as_upstreams_factory_does(tmp_path: Pat
     sent_once = case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "c", plain))
     assert sent_once.case.repeat == 1 and sent_once.case.cache_hit is None
     assert sent_once.checkout_skip is None
+    no_repeat = NEWEST_VLLM.replace(
+        "min_avg_kv_hit_rate=0.75,", "min_avg_kv_hit_rate=0.75, repeat_count=1,"
+    )
+    refused = case("agg_router_qwen3.5-0.8b", "", newest(tmp_path / "d", no_repeat))
+    assert "defines a case the harness cannot judge" in (refused.checkout_skip or "")
 
 
 def test_a_checkouts_cache_options_are_judged_or_said_not_judged(tmp_path: Path) -> None:
