@@ -148,8 +148,13 @@ def _ignore_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+# What a dry run's `python3` that is no role runs (the event broker), and so what a role's record
+# names as its interpreter where the adapter had no other (the real one is the plan's).
+DRY_PYTHON = "/bin/true"
+
+
 def run_launcher(plan: LaunchPlan, work: Path) -> Capture:
-    env = {**plan.env, DRY_ENV: "1", REAL_PYTHON_ENV: "/bin/true"}
+    env = {**plan.env, DRY_ENV: "1", REAL_PYTHON_ENV: DRY_PYTHON}
     capture = Capture(plan)
     try:
         proc = subprocess.run(

@@ -12,6 +12,7 @@ from typing import Any
 from requests import Response
 
 from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.engine_first import answering_roles
 from harness.cases.pool import TopologyPool
 from harness.core.role_contract import no_port_roles
 from harness.core.verdict import Cause, TopologyFailure
@@ -104,11 +105,9 @@ def judged_case(
 
 
 def engine_launch(sc: ServeCase, topo: Topology[Any]) -> EngineLaunch | None:
-    """How the engine that answers this launch's requests was started: the last worker role
-    that is no encode worker (the decode worker where there is one), as its adapter recorded
-    it; None where none did (a deployed target)."""
-    answering = [r.name for r in sc.profile.worker_roles if r.discovery_component != "encode"]
-    return EngineLaunch.of_roles(topo.plan.log_dir, answering, sc.profile.stack)
+    """How the engine that answers this launch's requests was started, as the answering role's
+    adapter recorded it (engine_first.answering_roles); None where none did (a target)."""
+    return EngineLaunch.of_roles(topo.plan.log_dir, answering_roles(sc), sc.profile.stack)
 
 
 def launcher_fault(topo: Topology[Any], judged: str) -> TopologyFailure | None:
@@ -148,7 +147,8 @@ def judge_requests(
     for request in requests:
         repeat_of_case = request is requests[0]
         scope = Scope(request, sc.tier, sc.profile, judging.settings)
-        top_logprobs = TOP_LOGPROBS if sc.tier == "cpu" else None
+        # the GPU tier asks for them where its engine alone judges the answer
+        top_logprobs = TOP_LOGPROBS if sc.tier == "cpu" or engine is not None else None
         body = request_body(request, urls, top_logprobs)
         send_fills(topo, request, urls)
         routed = bool(sc.case.cache_hit and sc.profile.replicas and repeat_of_case)

@@ -49,6 +49,9 @@ WarmupsFor = Callable[[str], Sequence[dict[str, Any]]]
 
 # How the pool gets a topology for a case: launch it (default), or attach to a deployed target.
 Opener = Callable[[LaunchSpec, Sequence[dict[str, Any]], PortRegistry], Topology[Any]]
+# What runs once a launch is resolved and its leases held, before its first process starts (the
+# engine alone's answers where the topology will hold the device: cases/engine_first.py).
+BeforeStart = Callable[[LaunchSpec, Topology[Any]], None]
 
 
 class TopologyPool:
@@ -62,6 +65,7 @@ class TopologyPool:
         opener: Opener = launch,
         say: Callable[[str], None] = lambda line: None,
         transients: Sequence[TransientStart] = TRANSIENT_STARTS,
+        before_start: BeforeStart | None = None,
     ):
         self.warmups_for = warmups_for
         self.registry = registry or PortRegistry()
@@ -75,6 +79,7 @@ class TopologyPool:
         self.transients = transients
         self.retries: dict[str, list[str]] = {}
         self.launched_here = False
+        self.before_start = before_start
 
     def get(self, spec: LaunchSpec) -> Topology[Any]:
         signature = spec.signature
@@ -95,6 +100,8 @@ class TopologyPool:
             self.say(f"launching {spec.name}, {serving(spec)} ({args})")
             topo.timeline.listeners.append(self._relay(spec.name))
             try:
+                if self.before_start is not None and attempt == 1:
+                    self.started_before(spec, topo)
                 self._held.enter_context(topo)  # a failed start stops itself
                 break
             except TopologyFailure as failure:
@@ -114,6 +121,15 @@ class TopologyPool:
         self.current = topo
         self.launched_here = True
         return topo
+
+    def started_before(self, spec: LaunchSpec, topo: Topology[Any]) -> None:
+        """The before-start hook, its leases given back where it does not return."""
+        assert self.before_start is not None
+        try:
+            self.before_start(spec, topo)
+        except BaseException as exc:
+            topo.stop_after(exc)  # nothing spawned: the leases go back
+            raise
 
     def _relay(self, name: str) -> Callable[[dict[str, Any]], None]:
         def said(e: dict[str, Any]) -> None:

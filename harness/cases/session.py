@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.engine_first import EngineFirst
 from harness.cases.loop import run_case
 from harness.cases.pool import TopologyPool
 from harness.core.paths import TOPOLOGY_ID_ENV
@@ -68,7 +69,11 @@ class CaseSession:
         if self._own_engines:
             self.engines = EngineAlone()
         self.kinds, self.texts = warmup_kinds(self.cases)
-        self.pool = TopologyPool(self.warmups)
+        first = None
+        if self.engines is not None and self.settings.engine_alone:
+            every_tier = self.settings.engine_alone_first
+            first = EngineFirst(self.engines, self.urls, lambda: self.cases, every_tier)
+        self.pool = TopologyPool(self.warmups, before_start=first)
         self.launched: list[Any] = []  # every plan it launched, verified on exit
 
     def warmups(self, signature: str) -> list[dict[str, Any]]:
@@ -87,6 +92,8 @@ class CaseSession:
         for signature, found in kinds.items():
             self.kinds.setdefault(signature, set()).update(found)
         self.texts |= texts
+        if sc not in self.cases:
+            self.cases.append(sc)
         try:
             return run_case(sc, self.pool, self.urls, self.judging, record)
         finally:

