@@ -20,8 +20,10 @@ from typing import Any
 from harness.audit.capture import DRY_PYTHON, run_launcher
 from harness.cases.case import ServeCase
 from harness.core.role_contract import REAL_PYTHON_ENV
+from harness.core.verdict import Cause
 from harness.launch.launch_spec import LaunchSpec
 from harness.launch.plan import LaunchPlan, resolve
+from harness.machine.gpus import GpuMemoryNotReturned
 from harness.oracles.engine_alone import EngineAlone, EngineAloneError, EngineLaunch
 from harness.oracles.model_reference import TOP_LOGPROBS
 from harness.payloads.chat import MediaURLs, request_body
@@ -110,3 +112,11 @@ class EngineFirst:
             self.engines.refused[predicted] = str(exc)
         finally:
             self.engines.close()  # the device is the topology's from here on
+        returned = getattr(topo.deployment, "device_returned", None)  # a launch's, not a target's
+        if returned is not None:
+            try:
+                returned()
+            except GpuMemoryNotReturned as exc:
+                raise topo.failure(
+                    Cause.TEARDOWN_UNCLEAN, f"the engine alone before the launch: {exc}"
+                ) from None

@@ -229,25 +229,32 @@ class GpuSlot:
     def env(self) -> dict[str, str]:
         return {**self.lease.env(), **self.memory_env}
 
+    def wait_returned(self) -> None:
+        """Wait (bounded) until the lease's cards hold what they held at grant again, neighbours'
+        new leases aside: after the topology stopped, or after whatever ran on the lease before
+        its first role (the engine alone, cases/engine_first.py). Raises GpuMemoryNotReturned."""
+        if self.inventory.simulated:
+            return
+        broker = self.lease.broker
+        others_now = broker.reserved_by_others(self.lease.lease_id)
+        before = self.lease.others_at_grant
+
+        def allowance(index: int) -> int:
+            return max(0, others_now.get(index, 0) - before.get(index, 0))
+
+        wait_memory_returned(
+            self.lease.indices,
+            self.lease.used_at_grant,
+            TOLERANCE,
+            RETURN_TIMEOUT_S,
+            NvmlMemoryProbe(),
+            allowance,
+        )
+
     def release(self) -> None:
         """Wait (bounded) for this lease's share of GPU memory to come back, then give it back."""
         try:
-            if not self.inventory.simulated:
-                broker = self.lease.broker
-                others_now = broker.reserved_by_others(self.lease.lease_id)
-                before = self.lease.others_at_grant
-
-                def allowance(index: int) -> int:
-                    return max(0, others_now.get(index, 0) - before.get(index, 0))
-
-                wait_memory_returned(
-                    self.lease.indices,
-                    self.lease.used_at_grant,
-                    TOLERANCE,
-                    RETURN_TIMEOUT_S,
-                    NvmlMemoryProbe(),
-                    allowance,
-                )
+            self.wait_returned()
         except GpuMemoryNotReturned as exc:
             raise TopologyFailure(Cause.TEARDOWN_UNCLEAN, str(exc)) from exc
         finally:

@@ -29,11 +29,14 @@ import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from harness.core.paths import cache_dir
 from harness.core.role_contract import adapter_record
@@ -448,3 +451,20 @@ def stop(worker: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.pid, signal.SIGKILL)  # its own session: start_new_session=True
     worker.wait()
+    group_gone(worker.pid, STOP_S)
+
+
+def group_gone(group: int, seconds: float) -> None:
+    """Wait (bounded) until no live process is left in the process group: an engine's own
+    children (vLLM's engine core, SGLang's scheduler) free the device only when they exit, and
+    are not this process's to wait for."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = []
+        for proc in psutil.process_iter(["status"]):
+            with contextlib.suppress(psutil.Error, OSError):  # gone meanwhile
+                if os.getpgid(proc.pid) == group and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                    left.append(proc)
+        if not left:
+            return
+        time.sleep(0.05)

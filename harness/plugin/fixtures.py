@@ -54,6 +54,8 @@ def harness_pool(
     ]
     kinds, texts = warmup_kinds(runnable)
     target: TargetSpec | None = session.target
+    first = bool(request.config.getoption("--engine-alone-first"))
+    engine_first = EngineFirst(harness_engines, harness_media, lambda: runnable, first)
     with TopologyPool(
         lambda sig: warmup_bodies(
             sorted(kinds.get(sig, set())),
@@ -63,9 +65,7 @@ def harness_pool(
         opener=target_opener(target) if target else launch,
         say=progress_of(request.config).say,
         # the GPU tier's engine alone answers before each launch (a target records no launch)
-        before_start=None
-        if target
-        else EngineFirst(harness_engines, harness_media, lambda: runnable),
+        before_start=None if target else engine_first,
     ) as pool:
         yield pool
 
@@ -115,6 +115,7 @@ def serve_run(
         cross_topology=not deployed,
         engine_alone=not deployed,
         excuse_defects=not request.config.getoption("--strict-defects"),
+        engine_alone_first=bool(request.config.getoption("--engine-alone-first")),
     )
     judging = Judging(harness_baselines, settings, harness_engines)
 

@@ -98,6 +98,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "it (the unpatched side of an unpatched-versus-patched run); also HARNESS_STRICT_DEFECTS=1",
     )
     group.addoption(
+        "--engine-alone-first",
+        action="store_true",
+        default=os.environ.get("HARNESS_ENGINE_ALONE_FIRST") == "1",
+        help="compute every engine-alone reference before its topology starts and none beside it, "
+        "as the GPU tier always does (its topology holds the card): the GPU tier's way, tried "
+        "on the CPU tier; also HARNESS_ENGINE_ALONE_FIRST=1",
+    )
+    group.addoption(
         "--durations-from",
         default=str(REPO_ROOT / "runs" / "results.jsonl"),
         help="results.jsonl of earlier runs: the ETA counts each case by it (where it is missing: "

@@ -420,4 +420,5 @@ def launch(
         release()
         raise
     phases = Phase.for_topology(plan, launched=True, warmups=warmups)
-    return Topology(plan, phases, Launched(plan, on_release=release))
+    returned = gpus.wait_returned if gpus is not None else (lambda: None)
+    return Topology(plan, phases, Launched(plan, on_release=release, device_returned=returned))

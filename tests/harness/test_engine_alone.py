@@ -295,3 +295,38 @@ def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
     line = next(c for c in record.checks if c.startswith("matches its engine alone: "))
     assert "not judged: no reference was computed before this launch" in line, line
     assert bare.computed == 0
+
+
+def test_an_engine_alone_is_stopped_only_when_its_whole_group_is_gone() -> None:
+    """An engine's own children free the device only when they exit: the stop waits for the
+    last live process of the group, not just the worker it started."""
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["sleep", "0.6"], start_new_session=True)
+    started = time.monotonic()
+    engine_alone.group_gone(child.pid, 5.0)
+    waited = time.monotonic() - started
+    child.wait()
+    assert 0.5 <= waited < 4.0, waited
+
+
+def test_the_gpu_tier_is_held_to_its_engine_alone_under_a_default_said_unmeasured() -> None:
+    """The oracle applies on the GPU tier too (its answers computed before the launch), held to
+    the documented default with near-ties, and says the tolerance is not yet measured there."""
+    from harness.oracles.answer import Scope
+    from harness.oracles.engine_answer import (
+        GPU_DEFAULT_TOLERANCE,
+        GPU_NOT_MEASURED,
+        EngineAloneAnswer,
+        engine_tolerance,
+    )
+
+    oracle = EngineAloneAnswer()
+    gpu = Scope(ServeCase(AGG, AGG.cases[0], "gpu").case_request, "gpu", AGG)
+    cpu = Scope(ServeCase(AGG, AGG.cases[0], "cpu").case_request, "cpu", AGG)
+    assert oracle.applies(gpu) and oracle.applies(cpu)
+    assert gpu.engine_alone_first and not cpu.engine_alone_first
+    assert GPU_NOT_MEASURED in oracle.label(gpu) and GPU_NOT_MEASURED not in oracle.label(cpu)
+    assert engine_tolerance("dynamo-vllm", "bfloat16", "gpu") == GPU_DEFAULT_TOLERANCE
+    assert engine_tolerance("dynamo-vllm", "bfloat16", "cpu") == 0.0
