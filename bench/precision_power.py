@@ -40,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from harness.core.precision import family_dtype, precision_of
 from harness.oracles.checks import Step, compare_logprobs
-from harness.oracles.engine_answer import engine_tolerance
+from harness.oracles.engine_answer import cpu_tolerance
 from harness.oracles.model_reference import TOP_LOGPROBS, reference
 from harness.payloads.media import build_media
 from harness.tiny_models import build_tiny_model
@@ -136,7 +136,7 @@ def verdict(steps: list[Step], model: list[Step], dtype: str) -> tuple[bool, boo
 
 def alone_holds(steps: list[Step], alone: list[Step], dtype: str) -> bool:
     """The engine alone's check (engine_answer.py): tokens exact, logprobs within its tolerance."""
-    tolerance = engine_tolerance("dynamo-vllm", dtype)
+    tolerance = cpu_tolerance("dynamo-vllm", dtype)
     return compare_logprobs(steps, alone, tolerance).result.passed and len(steps) == len(alone)
 
 

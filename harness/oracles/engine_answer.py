@@ -46,20 +46,36 @@ ENGINE_TOLERANCE: dict[tuple[str, str], float] = {
 }
 # A stack and precision no shipped case measured: the bit, until a measurement says otherwise.
 DEFAULT_TOLERANCE = 0.0
-# The GPU tier, until `python bench/engine_alone_gap.py --tier gpu` has measured it on a GPU
-# runner (no GPU was lent to measure it; docs/measurements.md): one bfloat16 rounding step of a
-# logit between 16 and 32 (2**-3; a served and a lone engine that pick different kernels for
-# one shape differ by a rounding or so), and a near-tie at that distance holds (compare_logprobs'
-# near_ties: the chosen tokens may differ only where the engine alone's own log-probabilities
-# are that close), as vLLM holds two implementations of one model to each other's top-k.
+# The GPU tier, measured per (stack, served model: its checkpoint sets its precision, FP8 or
+# bfloat16) by `python bench/engine_alone_gap.py --tier gpu` on a GPU runner (10x the largest gap,
+# as above). None is measured yet: no GPU was lent to this project's sessions
+# (docs/measurements.md, "The engine alone").
+GPU_ENGINE_TOLERANCE: dict[tuple[str, str], float] = {}
+# Until then: one bfloat16 rounding step of a logit between 16 and 32 (2**-3; a served and a lone
+# engine that pick different kernels for one shape differ by a rounding or so), and a near-tie at
+# that distance holds (compare_logprobs' near_ties: the chosen tokens may differ only where the
+# engine alone's own log-probabilities are that close), as vLLM holds two implementations of one
+# model to each other's top-k. Every such result says GPU_NOT_MEASURED.
 GPU_DEFAULT_TOLERANCE = 2.0**-3
 GPU_NOT_MEASURED = "tolerance not yet measured on a GPU"
 
 
-def engine_tolerance(stack: str, dtype: str, tier: str = "cpu") -> float:
-    if tier == "gpu":
-        return GPU_DEFAULT_TOLERANCE
+def cpu_tolerance(stack: str, dtype: str) -> float:
     return ENGINE_TOLERANCE.get((stack, dtype), DEFAULT_TOLERANCE)
+
+
+def engine_tolerance(scope: Scope) -> float:
+    """The CPU tier's by stack and precision; the GPU tier's by stack and served model."""
+    if scope.tier == "gpu":
+        key = (scope.profile.stack, scope.profile.model.gpu)
+        return GPU_ENGINE_TOLERANCE.get(key, GPU_DEFAULT_TOLERANCE)
+    return cpu_tolerance(scope.profile.stack, scope.precision.dtype)
+
+
+def unmeasured(scope: Scope) -> bool:
+    """A GPU tolerance no runner has measured yet: the default, said in every result."""
+    key = (scope.profile.stack, scope.profile.model.gpu)
+    return scope.tier == "gpu" and key not in GPU_ENGINE_TOLERANCE
 
 
 class EngineAloneAnswer(Answered):
@@ -76,8 +92,8 @@ class EngineAloneAnswer(Answered):
         return super().applies(scope) and scope.settings.engine_alone
 
     def label(self, scope: Scope) -> str:
-        tolerance = engine_tolerance(scope.profile.stack, scope.precision.dtype, scope.tier)
-        if scope.tier == "gpu":
+        tolerance = engine_tolerance(scope)
+        if unmeasured(scope):
             return (
                 f"matches its engine alone (logprobs within {tolerance:g}, near-ties held; "
                 f"{GPU_NOT_MEASURED})"
@@ -112,9 +128,7 @@ class EngineAloneAnswer(Answered):
                 False, f"{same.detail}{where}", role=where_role(answer, len(alone.prompt_ids))
             )
         gpu = answer.scope.tier == "gpu"
-        tolerance = engine_tolerance(
-            answer.scope.profile.stack, answer.precision.dtype, answer.scope.tier
-        )
+        tolerance = engine_tolerance(answer.scope)
         verdict = compare_logprobs(
             as_float32(served), as_float32(alone.steps), tolerance, near_ties=gpu
         )
@@ -126,7 +140,7 @@ class EngineAloneAnswer(Answered):
             )
             return OracleResult(False, verdict_text + where, figures=figures)
         detail = verdict.result.detail.replace("the model", alone.engine)
-        if gpu:
+        if unmeasured(answer.scope):
             detail = f"{detail} ({GPU_NOT_MEASURED})"
         if verdict.result.passed:
             return OracleResult(True, f"{detail}, against {alone.engine}", figures=figures)

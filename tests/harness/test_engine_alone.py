@@ -314,6 +314,7 @@ def test_an_engine_alone_is_stopped_only_when_its_whole_group_is_gone() -> None:
 def test_the_gpu_tier_is_held_to_its_engine_alone_under_a_default_said_unmeasured() -> None:
     """The oracle applies on the GPU tier too (its answers computed before the launch), held to
     the documented default with near-ties, and says the tolerance is not yet measured there."""
+    from harness.oracles import engine_answer
     from harness.oracles.answer import Scope
     from harness.oracles.engine_answer import (
         GPU_DEFAULT_TOLERANCE,
@@ -328,5 +329,8 @@ def test_the_gpu_tier_is_held_to_its_engine_alone_under_a_default_said_unmeasure
     assert oracle.applies(gpu) and oracle.applies(cpu)
     assert gpu.engine_alone_first and not cpu.engine_alone_first
     assert GPU_NOT_MEASURED in oracle.label(gpu) and GPU_NOT_MEASURED not in oracle.label(cpu)
-    assert engine_tolerance("dynamo-vllm", "bfloat16", "gpu") == GPU_DEFAULT_TOLERANCE
-    assert engine_tolerance("dynamo-vllm", "bfloat16", "cpu") == 0.0
+    assert engine_tolerance(gpu) == GPU_DEFAULT_TOLERANCE and engine_tolerance(cpu) == 1e-4
+    measured = {("dynamo-vllm", AGG.model.gpu): 0.01}
+    with pytest.MonkeyPatch.context() as patch:  # a runner's measurement, once it is in
+        patch.setattr(engine_answer, "GPU_ENGINE_TOLERANCE", measured)
+        assert engine_tolerance(gpu) == 0.01 and GPU_NOT_MEASURED not in oracle.label(gpu)
