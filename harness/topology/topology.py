@@ -117,6 +117,9 @@ class Topology(Generic[D]):
             self.stop()
 
     def start(self) -> None:
+        # "since the topology started": not since it was resolved (what ran on its lease before
+        # its first process, the engine alone, counts against no readiness budget)
+        self.timeline.start = time.monotonic()
         self.plan.log_dir.mkdir(parents=True, exist_ok=True)
         self.deployment.start(self)
 

@@ -4,6 +4,8 @@ and its cache, keyed by every input an answer depends on."""
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -270,6 +272,7 @@ def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
     engines = EngineAlone(root=tmp_path / "cache")
     settings = JudgeSettings(cross_topology=False, relations=False, engine_alone_first=True)
     after_hook: list[tuple[int, int]] = []
+    hook_ended: list[float] = []
     with CaseSession(urls, settings, engines) as cases:
         hook = cases.pool.before_start
         assert hook is not None
@@ -277,6 +280,7 @@ def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
         def watched(spec: Any, topo: Any) -> None:
             hook(spec, topo)
             after_hook.append((engines.computed, len(engines.workers)))
+            hook_ended.append(time.monotonic())
 
         cases.pool.before_start = watched
         record = cases.run(ServeCase(AGG, AGG.cases[0], "cpu"))
@@ -285,6 +289,8 @@ def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
     [(computed, live)] = after_hook
     assert computed >= 1 and live == 0, "the engine alone still ran when the topology started"
     assert engines.computed == computed, "a reference was computed beside the topology"
+    assert record.topology is not None
+    assert record.topology.timeline.start >= hook_ended[0], "its readiness clock ran before it"
     predicted = next(iter(engines.before_launch.values()))
     assert isinstance(predicted, EngineLaunch) and ("--dtype", "float32") in predicted.args
 
@@ -300,9 +306,6 @@ def test_the_gpu_tiers_way_computes_every_reference_before_the_launch(
 def test_an_engine_alone_is_stopped_only_when_its_whole_group_is_gone() -> None:
     """An engine's own children free the device only when they exit: the stop waits for the
     last live process of the group, not just the worker it started."""
-    import subprocess
-    import time
-
     child = subprocess.Popen(["sleep", "0.6"], start_new_session=True)
     started = time.monotonic()
     engine_alone.group_gone(child.pid, 5.0)
