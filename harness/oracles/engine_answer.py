@@ -19,6 +19,7 @@ from harness.core.verdict import Cause, TopologyFailure
 from harness.oracles.answer import Answer, Scope
 from harness.oracles.base import Answered, Oracle
 from harness.oracles.checks import (
+    LogprobVerdict,
     OracleResult,
     Step,
     check_same_text,
@@ -133,7 +134,7 @@ class EngineAloneAnswer(Answered):
             as_float32(served), as_float32(alone.steps), tolerance, near_ties=gpu
         )
         figures = {} if verdict.gap is None else {"engine_gap": verdict.gap}
-        if verdict.result.passed and len(served) != len(alone.steps):
+        if departs_in_length(verdict, len(served), len(alone.steps)):
             verdict_text = (
                 f"{len(served)} tokens where {alone.engine} gives {len(alone.steps)}: "
                 f"{excerpt(answer.content)} against {excerpt(text)}"
@@ -167,6 +168,12 @@ class EngineAloneAnswer(Answered):
             "its engine alone answers the same: the difference from the model is the engine's "
             "own numerics, not a Dynamo fault"
         )
+
+
+def departs_in_length(verdict: LogprobVerdict, served: int, alone: int) -> bool:
+    """Every token compared agreed, yet one answer is longer: a departure, unless a near-tie
+    (GPU) flipped a choice and nothing after it was compared."""
+    return verdict.result.passed and verdict.tie_at is None and served != alone
 
 
 def as_answer(text: str) -> dict[str, object]:

@@ -337,3 +337,18 @@ def test_the_gpu_tier_is_held_to_its_engine_alone_under_a_default_said_unmeasure
     with pytest.MonkeyPatch.context() as patch:  # a runner's measurement, once it is in
         patch.setattr(engine_answer, "GPU_ENGINE_TOLERANCE", measured)
         assert engine_tolerance(gpu) == 0.01 and GPU_NOT_MEASURED not in oracle.label(gpu)
+
+
+def test_a_near_tie_on_the_gpu_tier_is_no_departure_in_length() -> None:
+    """After a near-tie flips a choice (GPU), the two answers go their own ways: their lengths
+    are not compared; without one, a longer answer departs."""
+    from harness.oracles.checks import Step, compare_logprobs
+    from harness.oracles.engine_answer import departs_in_length
+
+    alone = [Step("a", -0.1, {"a": -0.1, "b": -0.15}), Step("c", -0.2, {"c": -0.2})]
+    served = [Step("b", -0.12, {"b": -0.12, "a": -0.13})]
+    tie = compare_logprobs(served, alone, 0.125, near_ties=True)
+    assert tie.result.passed and tie.tie_at == 0
+    assert not departs_in_length(tie, len(served), len(alone))
+    same = compare_logprobs(alone[:1], alone, 0.125, near_ties=True)
+    assert departs_in_length(same, 1, len(alone))
