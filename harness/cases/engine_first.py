@@ -24,6 +24,7 @@ from harness.core.verdict import Cause
 from harness.launch.launch_spec import LaunchSpec
 from harness.launch.plan import LaunchPlan, resolve
 from harness.machine.gpus import GpuMemoryNotReturned
+from harness.oracles.answer import Scope, answers_before_launch
 from harness.oracles.engine_alone import EngineAlone, EngineAloneError, EngineLaunch
 from harness.oracles.model_reference import TOP_LOGPROBS
 from harness.payloads.chat import MediaURLs, request_body
@@ -41,7 +42,7 @@ def judged_bodies(sc: ServeCase, urls: MediaURLs) -> list[dict[str, Any]]:
     the same bodies: `Answer.seen`)."""
     bodies = []
     for request in sc.requests:
-        if (request.gpu if sc.tier == "gpu" else request.cpu).status != 200:
+        if Scope(request, sc.tier, sc.profile).expect_status != 200:
             continue
         uuid = "image_uuid" in request.media
         bodies.append(request_body(request, urls, TOP_LOGPROBS, as_model_sees_it=uuid))
@@ -60,8 +61,8 @@ def dry_launch(
         run_dir=work / "run",
         scratch_dir=work / "scratch",
         model=plan.model,
-        topology_id=plan.topology_id,  # its marker: whatever the dry run leaves, the stop reaps
-        marker_env={},
+        topology_id=plan.topology_id,
+        marker_env={},  # the launch's own, in its env: whatever the dry run leaves, its stop reaps
         base_env=plan.env,
     )
     capture = run_launcher(dry, work)
@@ -88,7 +89,7 @@ class EngineFirst:
     every_tier: bool = False
 
     def __call__(self, spec: LaunchSpec, topo: Topology[Any]) -> None:
-        if spec.tier != "gpu" and not self.every_tier:
+        if not answers_before_launch(spec.tier, self.every_tier):
             return
         signature = topo.plan.signature
         cases = [sc for sc in self.cases() if sc.signature == signature]

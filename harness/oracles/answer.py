@@ -47,6 +47,12 @@ class JudgeSettings:
     excuse_defects: bool = True  # False: `--strict-defects`
 
 
+def answers_before_launch(tier: Tier, asked: bool) -> bool:
+    """The engine alone answers before the launch (cases/engine_first.py), never beside it: on
+    the GPU tier, whose topology holds the card, or where asked (`engine_alone_first`)."""
+    return tier == "gpu" or asked
+
+
 @dataclass(frozen=True)
 class Scope:
     """What decides which oracles apply to a request, before anything is sent."""
@@ -63,9 +69,7 @@ class Scope:
 
     @property
     def engine_alone_first(self) -> bool:
-        """The engine alone answers before the launch (cases/engine_first.py), never beside it:
-        on the GPU tier, whose topology holds the card, or where the settings ask."""
-        return self.tier == "gpu" or self.settings.engine_alone_first
+        return answers_before_launch(self.tier, self.settings.engine_alone_first)
 
     @property
     def expect_status(self) -> int:

@@ -81,16 +81,12 @@ REMEMBER_S = 1.0
 class Launched:
     """Spawned here: owns the launcher's process tree, its role table and its leases."""
 
-    def __init__(
-        self,
-        plan: LaunchPlan,
-        on_release: Callable[[], None] | None = None,
-        device_returned: Callable[[], None] = lambda: None,
-    ) -> None:
+    def __init__(self, plan: LaunchPlan, on_release: Callable[[], None] | None = None) -> None:
         self.plan = plan
-        # waits until the leased cards hold what they held at grant (GpuSlot.wait_returned):
-        # what runs on the lease before the first role (the engine alone) must leave them so
-        self.device_returned = device_returned
+        # waits until the leased cards hold what they held at grant (GpuSlot.wait_returned, set
+        # by `launch` where it leased cards): what runs on the lease before the first role (the
+        # engine alone) must leave them so
+        self.device_returned: Callable[[], None] = lambda: None
         self.roles = RoleTable(plan)
         self.peak_rss_mib = 0.0
         self.reaper = ProcessReaper()

@@ -423,5 +423,7 @@ def launch(
         release()
         raise
     phases = Phase.for_topology(plan, launched=True, warmups=warmups)
-    returned = gpus.wait_returned if gpus is not None else (lambda: None)
-    return Topology(plan, phases, Launched(plan, on_release=release, device_returned=returned))
+    deployed = Launched(plan, on_release=release)
+    if gpus is not None:
+        deployed.device_returned = gpus.wait_returned
+    return Topology(plan, phases, deployed)
