@@ -11,6 +11,7 @@ not judged against the engine alone and the result says what differed."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -105,12 +106,11 @@ class EngineFirst:
         self.engines.before_launch[signature] = predicted
         if isinstance(predicted, str):
             return
-        try:
+        try:  # a refusal is kept where the answers read it (the cache; EngineAlone.refused)
             for sc in cases:
                 for body in judged_bodies(sc, self.urls):
-                    self.engines.answer(predicted, body, self.urls.fetch, TOP_LOGPROBS)
-        except EngineAloneError as exc:
-            self.engines.refused[predicted] = str(exc)
+                    with contextlib.suppress(EngineAloneError):
+                        self.engines.answer(predicted, body, self.urls.fetch, TOP_LOGPROBS)
         finally:
             self.engines.close()  # the device is the topology's from here on
         returned = getattr(topo.deployment, "device_returned", None)  # a launch's, not a target's

